@@ -1,0 +1,1 @@
+"""The pattern catalogue: one folder per failure class (see repairbot/pattern.py)."""

@@ -1,0 +1,1 @@
+"""Pattern linear-in-features."""

@@ -1,0 +1,29 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.fc = nn.Linear(32 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = x.view(x.size(0), -1)
+        return self.fc(x)
+
+
+torch.manual_seed(0)
+model = SmallCNN()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+images, labels = torch.randn(4, 1, 16, 16), torch.randint(0, 10, (4,))
+for step in range(3):
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(images), labels)
+    loss.backward()
+    optimizer.step()
+print("loss", loss.item())

@@ -1,0 +1,8 @@
+from torch import nn
+
+
+def build_classifier(num_classes=10):
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(144, num_classes),
+    )

@@ -1,0 +1,250 @@
+"""linear-in-features: an ``nn.Linear`` built for another input size than it receives."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import libcst as cst
+
+from repairbot.codemod import ImportTable, argument, call_at, has_star_args, is_torch_name
+from repairbot.evidence import Evidence, LinearTrace
+from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Site
+
+_SHAPES = r"\((?P<rows>\d+)x(?P<cols>\d+) and (?P<in_features>\d+)x(?P<out_features>\d+)\)"
+
+
+class SetInFeatures(SiteTransformer):
+    """Replaces the value of the Linear call's ``in_features`` argument, nothing else."""
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not self.at_site(original_node):
+            return updated_node
+        target = argument(updated_node, 0, "in_features")
+        if target is None:
+            return updated_node
+        value = cst.parse_expression(str(self.site.params["in_features"]))
+        self.changes += 1
+        return updated_node.with_changes(
+            args=[a.with_changes(value=value) if a is target else a for a in updated_node.args]
+        )
+
+
+class LinearInFeatures(Pattern):
+    """Sets an ``nn.Linear``'s ``in_features`` to the input size the layer really receives.
+
+    What it fixes:
+        A fully connected layer declared for one input size and fed another, typically the
+        first Linear after a flatten whose size was computed by hand for another image size
+        or channel count.
+
+    Why it fails:
+        ``RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x512 and 256x10)``: the input
+        (mat1, 2 rows of 512 features) does not fit the weight (mat2, the transposed
+        ``256 x 10`` weight of ``nn.Linear(256, 10)``). Older releases say ``size mismatch, m1:
+        [2 x 512], m2: [256 x 10]``. The traceback points at ``self.fc(x)`` in ``forward``; the
+        fix belongs where the layer was built. The tracing run records where every
+        ``nn.Linear`` was constructed and the input shape it saw, which ties the two together,
+        through ``nn.Sequential``, other modules of the project and layers built in loops.
+
+    Example:
+        ``self.fc = nn.Linear(64 * 7 * 7, 10)`` fed ``2x3136``... but on 32x32 images the
+        flatten gives ``2x4096``: the fix is ``nn.Linear(64 * 8 * 8, 10)``. A product of
+        numbers keeps its shape (the spatial pair, else one factor, changes); anything else
+        becomes the traced number.
+
+    Fix safety:
+        Safe. Only the ``in_features`` argument changes, to the size the layer actually
+        received, and the rerun verifies that the script now runs. A checkpoint saved from
+        the old layout would no longer load, but no such checkpoint can come from this code.
+
+    Not handled:
+        ``in_features`` given by a variable or an expression with names (the value may be
+        shared with other layers; the report says which size it must evaluate to); a layer
+        built in a loop whose instances see different input sizes; a matrix product that is
+        not an ``nn.Linear`` (``torch.mm``, ``@``, ``F.linear`` with a hand-made weight); a
+        Linear built inside a library.
+    """
+
+    ID = "linear-in-features"
+    TITLE = "nn.Linear in_features does not match the input it receives"
+    TAGS = frozenset({"shape"})
+    APPLICABILITY = Applicability.SAFE
+    SIGNATURES = (
+        signature("RuntimeError", r"mat1 and mat2 shapes cannot be multiplied " + _SHAPES),
+        signature("RuntimeError", r"linear\(\): input and weight\.T shapes cannot be multiplied " + _SHAPES),
+        signature(
+            "RuntimeError",
+            r"size mismatch, m1: \[(?P<rows>\d+) x (?P<cols>\d+)\], m2: \[(?P<in_features>\d+) x (?P<out_features>\d+)\]",
+        ),
+        signature(
+            "RuntimeError",
+            r"a and b must have same reduction dim, but got \[(?P<rows>\d+), (?P<cols>\d+)\] X \[(?P<in_features>\d+), (?P<out_features>\d+)\]",
+        ),
+        signature("RuntimeError", r"^size mismatch at \S*THC"),
+    )
+    EVIDENCE = frozenset({"linears"})
+    Transformer = SetInFeatures
+
+    def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
+        # When the layer's input still has the forced batch size in front, the batch flowed
+        # through unchanged and the feature size cannot depend on it; otherwise (a hard-coded
+        # `x.view(64, -1)`, say) the size might be an artefact of the smaller batch.
+        linear = evidence.linear if evidence else None
+        if linear is None or not linear.input_shape or len(linear.input_shape) < 2:
+            return True
+        return linear.input_shape[0] != int(evidence.limits.get("batch_size", -1)) if evidence else True
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        linear = evidence.linear if evidence else None
+        if linear is None:
+            return self.decline(
+                "the failing matrix product is not the forward of an nn.Linear (a torch.mm, an @ "
+                "or F.linear on a hand-made weight), so there is no in_features to set"
+            )
+        groups = match.groupdict()
+        if groups.get("in_features") and int(groups["in_features"]) != linear.in_features:
+            return self.decline("the weight in the message is not the traced Linear's")
+        needed = linear.input_shape[-1] if linear.input_shape else None
+        if needed is None and groups.get("cols"):
+            needed = int(groups["cols"])
+        if needed is None or needed == linear.in_features:
+            return self.decline("the traced input size does not tell which in_features would fit")
+        site = linear.site
+        if site is None or not site.user:
+            return self.decline("this nn.Linear was built outside the project's own code")
+
+        siblings = [lt for lt in _same_site(evidence, linear) if lt.input_shape and lt.input_shape[-1] != needed]
+        if siblings:
+            sizes = sorted({lt.input_shape[-1] for lt in siblings if lt.input_shape} | {needed})
+            return self.decline(
+                f"the nn.Linear call at {Path(site.file).name}:{site.line} builds several layers that "
+                f"receive different input sizes ({', '.join(map(str, sizes))}); one number cannot fit them all"
+            )
+
+        path = Path(site.file)
+        wrapper = sources.metadata(path)
+        located = call_at(wrapper, site.line, site.col, site.end_line, site.end_col)
+        if located is None or not isinstance(located.node, cst.Call):
+            return self.decline(f"cannot find the call that built the layer at {path.name}:{site.line}")
+        call = located.node
+        module = wrapper.module
+        if not is_torch_name(ImportTable(module).qualify(call.func), "torch.nn.Linear"):
+            return self.decline(
+                f"the layer is built by `{module.code_for_node(call.func)}(...)`, not by nn.Linear itself",
+                diagnosis=f"the layer receives {needed} features; its in_features must be {needed}",
+            )
+        target = argument(call, 0, "in_features")
+        if target is None or has_star_args(call):
+            return self.decline("the in_features argument is not written out in the call")
+        new_value = _rewrite_size(target.value, needed)
+        if new_value is None:
+            return self.decline(
+                f"in_features is `{module.code_for_node(target.value)}`, not a number",
+                diagnosis=f"the layer receives {needed} features: make `{module.code_for_node(target.value)}` evaluate to {needed}",
+            )
+        new_code = module.code_for_node(new_value)
+        old_text = _compact_call(module, call)
+        new_text = _compact_call(module, call, replace=(target, new_code))
+        shape = "x".join(map(str, linear.input_shape or (needed,)))
+        traced = [
+            f"{lt.type}({lt.in_features}, {lt.out_features}) at {Path(lt.site.file).name}:{lt.site.line}"
+            f" <- {'x'.join(map(str, lt.input_shape)) if lt.input_shape else '?'}"
+            for lt in (evidence.linears if evidence else ())
+            if lt.site is not None and (lt.calls or lt is linear)
+        ]
+        return Site(
+            pattern=self.ID,
+            file=str(path),
+            span=located.span,
+            params={"in_features": new_code},
+            summary=f"Changed {old_text} to {new_text} to match the traced input ({shape})",
+            applicability=self.APPLICABILITY,
+            evidence={
+                "linear": {**linear.to_json(), "site": f"{path.name}:{site.line}"},
+                "traced_input_shape": list(linear.input_shape or ()),
+                "in_features": {"was": linear.in_features, "now": needed},
+                "forward_pass": traced,
+            },
+            evidence_text=(
+                f"the Linear built at {path.name}:{site.line} received input {shape} (traced); "
+                f"Linear layers along the forward pass: {'; '.join(traced)}"
+            ),
+        )
+
+
+def _same_site(evidence: Evidence | None, linear: LinearTrace) -> list[LinearTrace]:
+    if evidence is None or linear.site is None:
+        return []
+    key = (linear.site.file, linear.site.line, linear.site.col)
+    return [
+        lt for lt in evidence.linears
+        if lt is not linear and lt.site is not None and (lt.site.file, lt.site.line, lt.site.col) == key
+    ]
+
+
+def _compact_call(module: cst.Module, call: cst.Call, replace: tuple[cst.Arg, str] | None = None) -> str:
+    """``nn.Linear(256, 10)`` on one line, whatever the call's own layout."""
+    parts = []
+    for arg in call.args:
+        value = replace[1] if replace and arg is replace[0] else module.code_for_node(arg.value)
+        keyword = f"{arg.keyword.value}=" if arg.keyword else ""
+        parts.append(f"{arg.star}{keyword}{value}")
+    return f"{module.code_for_node(call.func)}({', '.join(parts)})"
+
+
+def _factors(node: cst.BaseExpression) -> list[cst.Integer] | None:
+    """The integer leaves of a product like ``64 * 7 * 7``; None if it is anything else."""
+    if isinstance(node, cst.Integer):
+        return [node]
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        left, right = _factors(node.left), _factors(node.right)
+        return left + right if left is not None and right is not None else None
+    return None
+
+
+def _rewrite_size(node: cst.BaseExpression, needed: int) -> cst.BaseExpression | None:
+    """The expression rewritten to evaluate to ``needed``, in its own shape where possible.
+
+    A product of numbers keeps its factors: a repeated pair (a spatial size, as in ``7 * 7``)
+    changes first, since a miscounted feature map is the usual mistake, then a single factor;
+    failing both, and for a plain number, the number itself.
+    """
+    factors = _factors(node)
+    if factors is None:
+        return None
+    if len(factors) == 1:
+        return factors[0].with_changes(value=str(needed))
+    values = [int(f.evaluated_value) for f in factors]
+    replacements: dict[int, int] = {}
+    for i in range(len(values)):
+        for j in range(i + 1, len(values)):
+            if values[i] != values[j]:
+                continue
+            rest = math.prod(v for k, v in enumerate(values) if k not in (i, j))
+            side = math.isqrt(needed // rest) if rest and needed % rest == 0 else 0
+            if side > 0 and side * side * rest == needed:
+                replacements = {i: side, j: side}
+                break
+        if replacements:
+            break
+    if not replacements:
+        for i, value in enumerate(values):
+            rest = math.prod(values) // value if value else 0
+            if rest and needed % rest == 0:
+                replacements = {i: needed // rest}
+                break
+    if not replacements:
+        return cst.Integer(str(needed))
+    swap = {id(factors[i]): str(v) for i, v in replacements.items()}
+
+    class SwapFactors(cst.CSTTransformer):
+        def leave_Integer(self, original_node: cst.Integer, updated_node: cst.Integer) -> cst.Integer:
+            return updated_node.with_changes(value=swap[id(original_node)]) if id(original_node) in swap else updated_node
+
+    return node.visit(SwapFactors())  # type: ignore[return-value]

@@ -1,0 +1,13 @@
+import torch
+from torch import nn
+
+model = nn.Linear(4, 2)
+model.load_state_dict(torch.load("weights.pt", map_location="cuda:0"))
+
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 4), torch.randint(0, 2, (8,))
+for step in range(3):
+    optimizer.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()

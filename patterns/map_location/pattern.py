@@ -1,0 +1,193 @@
+"""map-location: a checkpoint saved on a GPU, loaded where that GPU does not exist."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+import libcst.matchers as m
+
+from repairbot.codemod import (
+    ImportTable,
+    append_keyword,
+    call_at,
+    calls_on_line,
+    is_torch_name,
+    keyword_arg,
+)
+from repairbot.evidence import Evidence
+from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site
+
+# Loaders that take a map_location argument of their own.
+_LOADERS = ("torch.load", "torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url")
+_DEVICE_NAMES = ("device", "dev", "DEVICE", "torch_device")
+
+
+class AddMapLocation(SiteTransformer):
+    """Adds ``map_location=...`` to the one loader call at the site."""
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not self.at_site(original_node):
+            return updated_node
+        self.changes += 1
+        value = cst.parse_expression(str(self.site.params["map_location"]))
+        return append_keyword(updated_node, "map_location", value)
+
+
+class MapLocation(Pattern):
+    """Adds ``map_location=`` to the ``torch.load`` that brings CUDA tensors to a machine without them.
+
+    What it fixes:
+        Loading a checkpoint that was saved from a GPU on a machine without one (a laptop, a
+        CPU-only CI runner), or with fewer GPUs than the one it was saved from.
+
+    Why it fails:
+        A checkpoint remembers the device of every tensor. ``torch.load`` puts them back there
+        unless told otherwise: ``RuntimeError: Attempting to deserialize object on a CUDA device
+        but torch.cuda.is_available() is False. If you are running on a CPU-only machine, please
+        use torch.load with map_location=torch.device('cpu') to map your storages to the CPU.``
+        (or ``... on CUDA device 2 but torch.cuda.device_count() is 1``).
+
+    Example:
+        ``state = torch.load("best.pt")`` becomes ``state = torch.load("best.pt",
+        map_location=device)`` when the script has a device variable in scope at that line
+        (seen in the traced frame), else ``map_location="cpu"``.
+
+    Fix safety:
+        Safe. ``map_location`` only decides where the loaded tensors live; the script moves
+        them to its device as before. ``weights_only`` is never touched.
+
+    Not handled:
+        A ``torch.load`` inside a library (the call is not in the project's code); a call that
+        already passes ``map_location`` or forwards ``**kwargs``.
+    """
+
+    ID = "map-location"
+    TITLE = "torch.load of a CUDA checkpoint on a machine without that GPU"
+    TAGS = frozenset({"device", "checkpoint"})
+    APPLICABILITY = Applicability.SAFE
+    SIGNATURES = (
+        signature(("RuntimeError",), r"Attempting to deserialize object on a CUDA\s+device"),
+        signature(
+            ("RuntimeError",),
+            r"Attempting to deserialize object on CUDA device (?P<index>\d+) but "
+            r"torch\.cuda\.device_count\(\) is (?P<count>\d+)",
+        ),
+    )
+    EVIDENCE = frozenset({"locals"})
+    BATCH_INVARIANT = True
+    Transformer = AddMapLocation
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        frame = failure.user_frame
+        if frame is None:
+            return self.decline("the checkpoint is loaded inside a library, not in the project's code")
+        path = Path(frame.file)
+        wrapper = sources.metadata(path)
+        module = wrapper.module
+        imports = ImportTable(module)
+        call = _loader_call(wrapper, imports, frame)
+        if call is None:
+            return self.decline(
+                f"no torch.load call at {path.name}:{frame.line}: the checkpoint is loaded by a "
+                "function of another package",
+                diagnosis="pass map_location='cpu' (or your device) to the function that loads the checkpoint",
+            )
+        node, span = call
+        if keyword_arg(node, "map_location") is not None:
+            return self.decline(
+                "the call already passes map_location, and it points at a device this machine lacks",
+                diagnosis="choose the device at run time: torch.device('cuda' if torch.cuda.is_available() else 'cpu')",
+            )
+        if any(arg.star == "**" for arg in node.args):
+            return self.decline("the call forwards **kwargs, which may already carry map_location")
+
+        scope = evidence.scope(frame) if evidence else {}
+        environment = evidence.environment if evidence else {}
+        device_name = _device_variable(scope, bool(environment.get("cuda_available")))
+        value = device_name or _string_literal(module, "cpu")
+        loader = module.code_for_node(node.func)
+        saved_on = f"CUDA device {match['index']}" if "index" in match.groupdict() and match["index"] else "CUDA"
+        cuda = "available" if environment.get("cuda_available") else "not available"
+        if device_name:
+            runtime = _scope_value(scope, device_name) or {}
+            chosen = f"the script's device variable `{device_name}` (= {runtime.get('value', '?')} at that line)"
+        else:
+            chosen = "no device variable in scope at that line, so the CPU"
+        return Site(
+            pattern=self.ID,
+            file=str(path),
+            span=span,
+            params={"map_location": value},
+            summary=f"Added map_location={value} to {loader}(...) so that tensors saved on {saved_on} load here",
+            applicability=self.APPLICABILITY,
+            evidence={
+                "checkpoint_device": saved_on,
+                "cuda_available": bool(environment.get("cuda_available")),
+                "device_variable": (
+                    {"name": device_name, **dict(_scope_value(scope, device_name) or {})} if device_name else None
+                ),
+            },
+            evidence_text=f"the checkpoint holds tensors saved on {saved_on}; CUDA is {cuda} here; map_location uses {chosen}",
+        )
+
+
+def _loader_call(wrapper: Any, imports: ImportTable, frame: Frame) -> tuple[cst.Call, Any] | None:
+    """The loader call the frame was executing: exact with traced columns, else the only one on the line."""
+    if frame.col is not None:
+        located = call_at(wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
+        if located is not None and isinstance(located.node, cst.Call):
+            if is_torch_name(imports.qualify(located.node.func), *_LOADERS):
+                return located.node, located.span
+            return None
+    loaders = [
+        c for c in calls_on_line(wrapper, frame.line)
+        if isinstance(c.node, cst.Call) and is_torch_name(imports.qualify(c.node.func), *_LOADERS)
+    ]
+    if len(loaders) == 1 and isinstance(loaders[0].node, cst.Call):
+        return loaders[0].node, loaders[0].span
+    return None
+
+
+def _scope_value(scope: Mapping[str, Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:
+    return scope.get("locals", {}).get(name) or scope.get("globals", {}).get(name)
+
+
+def _device_variable(scope: Mapping[str, Mapping[str, Any]], cuda_available: bool) -> str | None:
+    """A device variable the traced frame could see, usable on this machine.
+
+    A variable holding ``cuda`` on a machine without CUDA is the problem, not the fix.
+    """
+    usable: list[str] = []
+    for kind in ("locals", "globals"):
+        for name, value in scope.get(kind, {}).items():
+            if value.get("kind") not in ("device", "device-string"):
+                continue
+            device = str(value.get("value", ""))
+            if device.startswith("meta") or (device.startswith("cuda") and not cuda_available):
+                continue
+            if value.get("kind") == "device-string" and "dev" not in name.lower():
+                continue  # a string "cpu" in a variable not named like a device is a coincidence
+            usable.append(name)
+    preferred = [n for n in _DEVICE_NAMES if n in usable]
+    chosen = preferred or usable
+    return chosen[0] if chosen else None
+
+
+def _string_literal(module: cst.Module, text: str) -> str:
+    """``text`` quoted the way the file mostly quotes its strings."""
+    single = double = 0
+    for node in m.findall(module, m.SimpleString()):
+        if isinstance(node, cst.SimpleString):
+            quote = node.quote
+            single += quote == "'"
+            double += quote == '"'
+    quote = "'" if single > double else '"'
+    return f"{quote}{text}{quote}"

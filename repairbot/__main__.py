@@ -1,0 +1,5 @@
+"""``python -m repairbot``."""
+
+from repairbot.cli import main
+
+main()

@@ -1,0 +1,251 @@
+"""repairbot's API: one function per command, returning data (the CLI renders it).
+
+``repair`` is ``repairbot fix``: validate the input, run the repair loop, then deliver the
+verified result as the user asked: a diff (``dry_run``), the files rewritten in place
+(``no_branch``), or one commit on a new branch that leaves the user's checkout untouched.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from repairbot import registry
+from repairbot.classify import Classification, classify_log
+from repairbot.loop import LoopOptions, LoopResult, RepairLoop
+from repairbot.output import git
+from repairbot.output.diff import unified_diff
+from repairbot.output.report import render_text
+from repairbot.pattern import Pattern
+from repairbot.sources import Sources, check_syntax, write_atomic
+from repairbot.trace.runner import Limits, Runner, RunResult, SubprocessRunner
+from repairbot.types import BadInput, RepairReport, RunLimits, Status, StopReason
+
+
+@dataclass(frozen=True)
+class FixOptions:
+    script: Path
+    args: tuple[str, ...] = ()
+    cwd: Path = field(default_factory=Path.cwd)
+    python: str = sys.executable
+    dry_run: bool = False
+    no_branch: bool = False
+    branch: str | None = None
+    max_attempts: int = 3
+    batch_size: int = 2
+    max_batches: int = 2
+    max_steps: int = 20
+    timeout: float = 300.0
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    safe_only: bool = False
+    keep_scratch: bool = False
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How the verified result reaches the user's repository."""
+
+    root: Path
+    repo: git.RepoState | None  # set in branch mode
+
+
+def _validate_script(options: FixOptions) -> Path:
+    script = (options.cwd / options.script).absolute()
+    if not script.exists():
+        raise BadInput(f"{options.script}: no such file")
+    if script.is_dir():
+        raise BadInput(f"{options.script}: is a directory, not a Python script")
+    try:
+        data = script.read_bytes()
+    except OSError as error:
+        raise BadInput(f"{options.script}: cannot read: {error.strerror}") from None
+    if not data.strip():
+        raise BadInput(f"{options.script}: the file is empty")
+    check_syntax(script, data)
+    if options.max_attempts < 1:
+        raise BadInput("--max-attempts must be at least 1")
+    if min(options.batch_size, options.max_batches, options.max_steps) < 1:
+        raise BadInput("--batch-size, --max-batches and --max-steps must be at least 1")
+    if options.timeout <= 0:
+        raise BadInput("--timeout must be positive")
+    if not Path(options.python).exists() and not _on_path(options.python):
+        raise BadInput(f"--python {options.python}: no such interpreter")
+    return script.resolve()
+
+
+def _on_path(program: str) -> bool:
+    return shutil.which(program) is not None
+
+
+def _delivery(options: FixOptions, script: Path) -> Delivery:
+    if options.dry_run or options.no_branch:
+        try:
+            return Delivery(root=git.open_repo(script).root, repo=None)
+        except BadInput:
+            return Delivery(root=options.cwd.resolve(), repo=None)
+    repo = git.open_repo(script)
+    if options.branch is not None:
+        git.check_branch_name(repo, options.branch)
+    dirty = git.unclean_files(repo, [script])
+    if dirty:
+        raise BadInput(
+            f"{git.relative(repo, script)} is {dirty[script]}: commit it first, or use --no-branch or --dry-run"
+        )
+    return Delivery(root=repo.root, repo=repo)
+
+
+def _import_check(delivery: Delivery) -> Callable[[RunResult], None] | None:
+    """Branch mode: every user file the runs imported must be committed as it is."""
+    repo = delivery.repo
+    if repo is None:
+        return None
+    checked: set[str] = set()
+
+    def check(result: RunResult) -> None:
+        if result.evidence is None:
+            return
+        new = [f for f in result.evidence.imported_files if f not in checked]
+        checked.update(new)
+        dirty = git.unclean_files(repo, [Path(f) for f in new])
+        if dirty:
+            path, state = next(iter(dirty.items()))
+            raise BadInput(
+                f"{git.relative(repo, path)} is {state} and the script imports it: the fix commit would not be "
+                "what was verified; commit it first, or use --no-branch or --dry-run"
+            )
+
+    return check
+
+
+def repair(
+    options: FixOptions,
+    runner: Runner | None = None,
+    patterns: tuple[Pattern, ...] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RepairReport:
+    """``repairbot fix``: BadInput escapes for the CLI to report (exit 2)."""
+    started = time.monotonic()
+    script = _validate_script(options)
+    chosen = registry.select(patterns or registry.all_patterns(), options.include, options.exclude)
+    delivery = _delivery(options, script)
+    limits = Limits(batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps)
+    sources = Sources()
+    loop_options = LoopOptions(
+        script=script,
+        args=options.args,
+        cwd=options.cwd.resolve(),
+        root=delivery.root,
+        python=options.python,
+        limits=limits,
+        timeout=options.timeout,
+        max_attempts=options.max_attempts,
+        patterns=chosen,
+        safe_only=options.safe_only,
+    )
+    own_runner = runner is None
+    active = runner or SubprocessRunner(keep_scratch=options.keep_scratch)
+    try:
+        result = RepairLoop(loop_options, active, sources, _import_check(delivery), progress).run()
+    finally:
+        if own_runner and isinstance(active, SubprocessRunner):
+            active.close()
+    scratch = str(active.scratch_root) if isinstance(active, SubprocessRunner) and options.keep_scratch else None
+    report = _report(options, script, delivery, sources, result, time.monotonic() - started, scratch)
+    if report.status is Status.FIXED and not options.dry_run:
+        report = _deliver(options, delivery, sources, result, report)
+    return report
+
+
+def _relative(root: Path, path: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _report(
+    options: FixOptions, script: Path, delivery: Delivery, sources: Sources, result: LoopResult,
+    duration: float, scratch: str | None,
+) -> RepairReport:
+    files = sorted(result.verified, key=lambda p: _relative(delivery.root, p))
+    diffs = [unified_diff(sources.original(p), result.verified[p], _relative(delivery.root, p))[0] for p in files]
+    evidence = result.last_run.evidence
+    stopped = evidence.stopped_at if evidence else None
+    fixed = result.status is Status.FIXED
+    return RepairReport(
+        script=_relative(delivery.root, script),
+        status=result.status,
+        stop_reason=result.stop_reason,
+        attempts=result.attempts,
+        diff="".join(diffs),
+        files_modified=tuple(_relative(delivery.root, p) for p in files) if fixed else (),
+        run_limits=RunLimits(
+            batch_size=result.limits.batch_size,
+            max_batches=result.limits.max_batches,
+            max_steps=result.limits.max_steps,
+            stopped_at=f"{_relative(delivery.root, Path(stopped.file))}:{stopped.line}" if stopped else None,
+        ),
+        environment=dict(evidence.environment) if evidence else {},
+        duration_s=duration,
+        scratch=scratch,
+        notes=result.notes,
+        remaining=result.remaining,
+    )
+
+
+def _commit_message(report: RepairReport) -> str:
+    patterns = list(dict.fromkeys(a.fix.site.pattern for a in report.attempts if a.fix and a.applied))
+    subject = f"repairbot: fix {', '.join(patterns)} in {', '.join(report.files_modified)}"
+    trailers = "\n".join(f"Repairbot-Pattern: {p}" for p in patterns)
+    return f"{subject}\n\n{render_text(report)}\n{trailers}\n"
+
+
+def _deliver(
+    options: FixOptions, delivery: Delivery, sources: Sources, result: LoopResult, report: RepairReport
+) -> RepairReport:
+    # The files on disk must still be what the runs started from: a file edited meanwhile
+    # would be overwritten with a fix of its old content.
+    for path in result.verified:
+        try:
+            current = path.read_bytes()
+        except OSError as error:
+            raise BadInput(f"{_relative(delivery.root, path)}: cannot read it back: {error.strerror}") from None
+        if current != sources.original(path):
+            raise BadInput(
+                f"{_relative(delivery.root, path)} changed on disk during the repair; nothing was written"
+            )
+    if options.no_branch:
+        for path, data in result.verified.items():
+            write_atomic(path, data)
+        return report
+    assert delivery.repo is not None
+    stem = options.script.stem
+    name: str | Callable[[str], str] = options.branch or (lambda sha: f"repairbot/fix-{stem}-{sha[:8]}")
+    branch, commit = git.commit_on_new_branch(delivery.repo, result.verified, _commit_message(report), name)
+    return replace(report, branch=branch, commit=commit)
+
+
+def error_report(script: str, message: str, duration: float = 0.0) -> RepairReport:
+    """The report of a run refused as bad input."""
+    return RepairReport(
+        script=script,
+        status=Status.ERROR,
+        stop_reason=StopReason.BAD_INPUT,
+        attempts=(),
+        diff="",
+        files_modified=(),
+        run_limits=RunLimits(),
+        environment={},
+        duration_s=duration,
+        error=message,
+    )
+
+
+def classify(text: str, patterns: tuple[Pattern, ...] | None = None) -> Classification:
+    """``repairbot classify``: the failure a log reports and the patterns that recognise it."""
+    return classify_log(text, patterns or registry.all_patterns())

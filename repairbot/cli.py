@@ -1,0 +1,235 @@
+"""The command line: options in, one API call, rendered output, the contract's exit code.
+
+click is imported here only. Exit codes: 0 success, 1 a failure remains (or nothing
+matched), 2 bad input or usage, 130 interrupted by SIGINT, 143 by SIGTERM.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from repairbot import __version__, api, registry
+from repairbot.output.report import render_json, render_text
+from repairbot.types import BadInput, RepairReport
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Terminated(Exception):
+    """SIGTERM arrived: unwind (killing the child's process tree) and exit 143."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _use_color(flag: bool | None) -> bool:
+    if flag is not None:
+        return flag
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+def common_options(command: F) -> F:
+    """-v/-q/--color, shared by every command."""
+
+    @click.option("-v", "--verbose", is_flag=True, help="Say more: each run, its outcome, the script's output tail.")
+    @click.option("-q", "--quiet", is_flag=True, help="Print only the result.")
+    @click.option("--color/--no-color", default=None, help="Colour the output (default: on a terminal, unless NO_COLOR is set).")
+    @functools.wraps(command)
+    def wrapper(*args: Any, verbose: bool, quiet: bool, color: bool | None, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        ctx.color = _use_color(color)
+        ctx.meta["verbose"], ctx.meta["quiet"] = verbose, quiet
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            return command(*args, **kwargs)
+        except BadInput as error:
+            click.echo(f"repairbot: error: {error}", err=True)
+            ctx.exit(2)
+        except KeyboardInterrupt:
+            click.echo("repairbot: interrupted", err=True)
+            ctx.exit(130)
+        except Terminated:
+            click.echo("repairbot: terminated", err=True)
+            ctx.exit(143)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="repairbot")
+def main() -> None:
+    """Repairs crashing PyTorch training scripts with one minimal, verified fix."""
+
+
+def _style_report(text: str) -> str:
+    styled = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("[FIXED]") or line.startswith("Status: SUCCESS"):
+            line = click.style(line, fg="green", bold=True)
+        elif line.startswith(("[FAILED]", "Status: FAILED")):
+            line = click.style(line, fg="red", bold=True)
+        elif line.startswith("[DIAGNOSED]"):
+            line = click.style(line, fg="yellow", bold=True)
+        styled.append(line)
+    return "".join(styled)
+
+
+def _style_diff(diff: str) -> str:
+    styled = []
+    for line in diff.splitlines(keepends=True):
+        if line.startswith(("+++", "---")):
+            line = click.style(line, bold=True)
+        elif line.startswith("+"):
+            line = click.style(line, fg="green")
+        elif line.startswith("-"):
+            line = click.style(line, fg="red")
+        elif line.startswith("@@"):
+            line = click.style(line, fg="cyan")
+        styled.append(line)
+    return "".join(styled)
+
+
+def _write_report_file(path: str, content: str) -> None:
+    if path == "-":
+        click.echo(content, nl=False)
+        return
+    try:
+        Path(path).write_text(content, encoding="utf-8")
+    except OSError as error:
+        raise BadInput(f"cannot write {path}: {error.strerror}") from None
+
+
+@main.command(context_settings={"ignore_unknown_options": False})
+@click.argument("script", type=click.Path(path_type=Path))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--dry-run", is_flag=True, help="Change nothing in the repository; print the diff and the report.")
+@click.option("--max-attempts", type=int, default=3, show_default=True, help="Repair attempts before giving up.")
+@click.option("--batch-size", type=int, default=2, show_default=True, help="Batch size forced on every DataLoader during runs.")
+@click.option("--max-batches", type=int, default=2, show_default=True, help="Batches per pass over a DataLoader.")
+@click.option("--max-steps", type=int, default=20, show_default=True, help="Optimizer steps outside DataLoader loops before a run ends as passing.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Wall-clock limit of one run, in seconds.")
+@click.option("--json", "json_path", metavar="PATH", help="Write the JSON report ('-' for stdout).")
+@click.option("--branch", metavar="NAME", help="Branch for the fix commit (default: repairbot/fix-<stem>-<sha8>).")
+@click.option("--no-branch", is_flag=True, help="Write the fix into the working tree instead of a new branch.")
+@click.option("--safe-only", is_flag=True, help="Apply only fixes whose applicability is safe.")
+@click.option("--python", "python", metavar="PATH", default=sys.executable, help="Interpreter for the script.")
+@click.option("--pattern", "include", multiple=True, metavar="ID", help="Only try these patterns (repeatable).")
+@click.option("--exclude", multiple=True, metavar="ID", help="Never try these patterns (repeatable).")
+@click.option("--keep-scratch", is_flag=True, help="Keep the runs' scratch folder (outputs, shadowed files) and name it in the report.")
+@common_options
+def fix(script: Path, script_args: tuple[str, ...], json_path: str | None, **options: Any) -> None:
+    """Run SCRIPT under the tracing harness and repair the crash it hits.
+
+    Arguments for the script go after `--`: repairbot fix train.py -- --epochs 1
+    """
+    ctx = click.get_current_context()
+    quiet, verbose = ctx.meta["quiet"], ctx.meta["verbose"]
+    to_stderr = json_path == "-"
+    if options["dry_run"] and options["no_branch"]:
+        raise BadInput("--dry-run and --no-branch exclude each other")
+    if options["branch"] and (options["dry_run"] or options["no_branch"]):
+        raise BadInput("--branch needs branch mode (no --dry-run, no --no-branch)")
+
+    def progress(message: str) -> None:
+        if verbose or not quiet:
+            click.echo(f"repairbot: {message}", err=True)
+
+    fix_options = api.FixOptions(script=script, args=tuple(script_args), **options)
+    try:
+        report = api.repair(fix_options, progress=progress)
+    except BadInput as error:
+        if json_path:
+            _write_report_file(json_path, render_json(api.error_report(str(script), str(error))))
+        raise
+    _show(report, quiet=quiet, to_stderr=to_stderr, show_diff=not quiet)
+    if json_path:
+        _write_report_file(json_path, render_json(report))
+    ctx.exit(report.exit_code)
+
+
+def _show(report: RepairReport, quiet: bool, to_stderr: bool, show_diff: bool) -> None:
+    if report.diff and show_diff:
+        click.echo(_style_diff(report.diff), err=to_stderr, nl=False)
+        click.echo("", err=to_stderr)
+    text = render_text(report)
+    if quiet:
+        text = text.strip().splitlines()[-1] + "\n"
+    click.echo(_style_report(text), err=to_stderr, nl=False)
+
+
+@main.command()
+@click.argument("log", required=False, default="-", metavar="[LOG | -]")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@common_options
+def classify(log: str, as_json: bool) -> None:
+    """Classify the failure in a traceback or a whole CI log (file, or - for stdin)."""
+    ctx = click.get_current_context()
+    if log == "-":
+        text = sys.stdin.read()
+    else:
+        path = Path(log)
+        if not path.is_file():
+            raise BadInput(f"{log}: no such file" if not path.exists() else f"{log}: not a file")
+        try:
+            text = path.read_bytes().decode("utf-8", "replace")
+        except OSError as error:
+            raise BadInput(f"{log}: cannot read: {error.strerror}") from None
+    result = api.classify(text)
+    failure = result.failure
+    frame = failure.user_frame if failure else None
+    data = {
+        "pattern": result.pattern,
+        "exc_type": failure.exc_type if failure else None,
+        "message": failure.message if failure else None,
+        "file": frame.file if frame else None,
+        "line": frame.line if frame else None,
+        "command": failure.command if failure else None,
+    }
+    if as_json:
+        click.echo(json.dumps(data))
+    elif failure is None:
+        click.echo("no traceback found")
+    else:
+        click.echo(f"pattern: {data['pattern'] or 'none'}")
+        click.echo(f"error: {failure.headline}")
+        click.echo(f"user frame: {frame.location if frame else 'none'}")
+        if failure.command:
+            click.echo(f"command: {failure.command}")
+    ctx.exit(0 if result.pattern else 1)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the catalogue as JSON.")
+@common_options
+def patterns(as_json: bool) -> None:
+    """List the pattern catalogue: id, applicability, title, what it fixes."""
+    catalogue = [
+        {
+            "id": p.ID,
+            "title": p.TITLE,
+            "applicability": p.APPLICABILITY.value,
+            "fixes": p.FIXES,
+            "tags": sorted(p.TAGS),
+            "what_it_fixes": " ".join(p.documentation().get("What it fixes", "").split()),
+        }
+        for p in registry.all_patterns()
+    ]
+    if as_json:
+        click.echo(json.dumps(catalogue, indent=2))
+        return
+    width = max(len(p.ID) for p in registry.all_patterns())
+    for item in catalogue:
+        kind = item["applicability"] if item["fixes"] else "diagnose"
+        click.echo(f"{item['id']:<{width}}  {kind:<8}  {item['title']}")

@@ -1,0 +1,210 @@
+"""What one traced run recorded, read from the harness's JSON (schema ``repairbot.evidence/1``).
+
+The harness (``trace/bootstrap.py``) writes plain JSON; this module turns it into typed values
+for the loop and the patterns, without importing torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from repairbot.tracebacks import worker_frames
+from repairbot.types import Failure, Frame
+
+SCHEMA = "repairbot.evidence/1"
+
+
+@dataclass(frozen=True)
+class LinearTrace:
+    """One ``nn.Linear`` of the run: where it was built and the input it last saw."""
+
+    index: int
+    type: str
+    in_features: int
+    out_features: int
+    site: Frame | None
+    input_shape: tuple[int, ...] | None
+    calls: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "in_features": self.in_features,
+            "out_features": self.out_features,
+            "site": frame_to_json(self.site) if self.site else None,
+            "input_shape": list(self.input_shape) if self.input_shape is not None else None,
+            "calls": self.calls,
+        }
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything a run traced; ``failure`` is None for a run that passed."""
+
+    outcome: str
+    exit_code: int | None
+    failure: Failure | None = None
+    # Per frame index of ``failure.frames``: the described locals and device-like globals.
+    scopes: Mapping[int, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
+    failing_linear: int | None = None
+    failing_module: Mapping[str, Any] | None = None
+    linears: tuple[LinearTrace, ...] = ()
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    progress: tuple[int, ...] = ()
+    imported_files: tuple[str, ...] = ()
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    stopped_at: Frame | None = None
+    shadowed_files: tuple[str, ...] = ()
+    suppressed_deletes: tuple[str, ...] = ()
+
+    @property
+    def linear(self) -> LinearTrace | None:
+        """The Linear whose forward raised, if one did."""
+        if self.failing_linear is None or not 0 <= self.failing_linear < len(self.linears):
+            return None
+        return self.linears[self.failing_linear]
+
+    @property
+    def forced(self) -> tuple[str, ...]:
+        """What the run's limits changed (batch sizes forced down), with where."""
+        return tuple(
+            f"{item.get('what')} at {item.get('site')}" if item.get("site") else str(item.get("what"))
+            for item in self.limits.get("forced", ())
+        )
+
+    def scope(self, frame: Frame) -> Mapping[str, Mapping[str, Any]]:
+        """Locals and device-like globals recorded for a frame of the failure."""
+        if self.failure is None:
+            return {}
+        for index, candidate in enumerate(self.failure.frames):
+            if candidate is frame or candidate == frame:
+                return self.scopes.get(index, {})
+        return {}
+
+
+def frame_from_json(data: Mapping[str, Any]) -> Frame:
+    return Frame(
+        file=str(data.get("file", "")),
+        line=int(data.get("line") or 0),
+        function=str(data.get("function") or ""),
+        code=data.get("code"),
+        user=bool(data.get("user", False)),
+        col=data.get("col"),
+        end_line=data.get("end_line"),
+        end_col=data.get("end_col"),
+    )
+
+
+def frame_to_json(frame: Frame) -> dict[str, Any]:
+    data: dict[str, Any] = {"file": frame.file, "line": frame.line, "function": frame.function}
+    if frame.code is not None:
+        data["code"] = frame.code
+    if frame.col is not None:
+        data.update(col=frame.col, end_line=frame.end_line, end_col=frame.end_col)
+    return data
+
+
+def failure_from_json(data: Mapping[str, Any]) -> tuple[Failure, dict[int, dict[str, Any]]]:
+    """The failure of an ``exception`` record, and the scopes of its user frames."""
+    frames: list[Frame] = []
+    scopes: dict[int, dict[str, Any]] = {}
+    for index, raw in enumerate(data.get("frames", ())):
+        frames.append(frame_from_json(raw))
+        if "locals" in raw or "globals" in raw:
+            scopes[index] = {"locals": raw.get("locals", {}), "globals": raw.get("globals", {})}
+    message = str(data.get("message", ""))
+    causes = tuple(failure_from_json(cause)[0] for cause in data.get("causes", ()))
+    failure = Failure(
+        exc_type=str(data.get("type", "Exception")),
+        message=message,
+        frames=tuple(frames),
+        worker_frames=worker_frames(message),
+        causes=causes,
+    )
+    return failure, scopes
+
+
+def _shape(value: Sequence[int] | None) -> tuple[int, ...] | None:
+    return tuple(int(v) for v in value) if value is not None else None
+
+
+def _rebase(frame: Frame, root: Path) -> Frame:
+    if not frame.file or frame.file.startswith("<") or Path(frame.file).is_absolute():
+        return frame
+    return replace(frame, file=str(root / frame.file))
+
+
+def _rebase_failure(failure: Failure, rebase: Callable[[Frame], Frame]) -> Failure:
+    return replace(
+        failure,
+        frames=tuple(map(rebase, failure.frames)),
+        worker_frames=tuple(map(rebase, failure.worker_frames)),
+        causes=tuple(_rebase_failure(c, rebase) for c in failure.causes),
+    )
+
+
+def evidence_from_json(data: Mapping[str, Any], root: Path | None = None) -> Evidence:
+    """Typed evidence; ``root`` anchors relative paths (recorded cases store them relative)."""
+    evidence = _evidence_from_json(data)
+    if root is None:
+        return evidence
+
+    def rebase(frame: Frame) -> Frame:
+        return _rebase(frame, root)
+
+    return replace(
+        evidence,
+        failure=_rebase_failure(evidence.failure, rebase) if evidence.failure else None,
+        linears=tuple(replace(lt, site=rebase(lt.site) if lt.site else None) for lt in evidence.linears),
+        stopped_at=rebase(evidence.stopped_at) if evidence.stopped_at else None,
+        imported_files=tuple(
+            str(root / f) if not Path(f).is_absolute() else f for f in evidence.imported_files
+        ),
+    )
+
+
+def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"not a repairbot evidence record: schema {data.get('schema')!r}")
+    failure = None
+    scopes: dict[int, dict[str, Any]] = {}
+    failing_linear = None
+    failing_module = None
+    exception = data.get("exception")
+    if exception:
+        failure, scopes = failure_from_json(exception)
+        failing_linear = exception.get("failing_linear")
+        failing_module = exception.get("failing_module")
+    linears = tuple(
+        LinearTrace(
+            index=int(raw.get("index", i)),
+            type=str(raw.get("type", "Linear")),
+            in_features=int(raw.get("in_features") or 0),
+            out_features=int(raw.get("out_features") or 0),
+            site=frame_from_json(raw["site"]) if raw.get("site") else None,
+            input_shape=_shape(raw.get("input_shape")),
+            calls=int(raw.get("calls") or 0),
+        )
+        for i, raw in enumerate(data.get("linears", ()))
+    )
+    files = data.get("files") or {}
+    stopped = data.get("stopped_at")
+    return Evidence(
+        outcome=str(data.get("outcome", "failed")),
+        exit_code=data.get("exit_code"),
+        failure=failure,
+        scopes=scopes,
+        failing_linear=failing_linear,
+        failing_module=failing_module,
+        linears=linears,
+        limits=data.get("limits") or {},
+        progress=tuple(data.get("progress") or ()),
+        imported_files=tuple(data.get("imported_files", ())),
+        environment=data.get("environment") or {},
+        stopped_at=frame_from_json(stopped) if stopped else None,
+        shadowed_files=tuple(files.get("shadowed", ())),
+        suppressed_deletes=tuple(files.get("suppressed_deletes", ())),
+    )

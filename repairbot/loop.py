@@ -1,0 +1,346 @@
+"""The repair loop: run, classify, locate, transform, rerun; at most ``max_attempts`` fixes.
+
+Nothing here touches the disk: candidate fixes live in an overlay that the runner serves to
+the child process. The loop depends on the ``Runner`` protocol only, so tests replay recorded
+runs through it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from repairbot.classify import Candidate, candidates, environment_problem
+from repairbot.evidence import Evidence
+from repairbot.output.diff import unified_diff
+from repairbot.pattern import Pattern, TransformError
+from repairbot.sources import SourceError, Sources
+from repairbot.trace.runner import Limits, Runner, RunRequest, RunResult
+from repairbot.types import (
+    Applicability,
+    Attempt,
+    BadInput,
+    Decline,
+    Failure,
+    Fix,
+    Outcome,
+    RunStatus,
+    Site,
+    Status,
+    StopReason,
+)
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    script: Path
+    args: tuple[str, ...]
+    cwd: Path
+    root: Path  # paths in reports are relative to this (the repository's top folder)
+    python: str
+    limits: Limits
+    timeout: float
+    max_attempts: int
+    patterns: tuple[Pattern, ...]
+    safe_only: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    status: Status
+    stop_reason: StopReason
+    attempts: tuple[Attempt, ...]
+    verified: dict[Path, bytes]  # files changed by fixes the reruns verified (all of them when fixed)
+    last_run: RunResult
+    runs: int
+    limits: Limits  # the limits of the last run (batch forcing may have been dropped)
+    notes: tuple[str, ...] = ()
+    remaining: Failure | None = None
+    imported_files: frozenset[str] = frozenset()
+
+
+# Called after every run; raises BadInput to refuse (branch mode: imported files not committed).
+RunCheck = Callable[[RunResult], None]
+
+_NUMBER = re.compile(r"\d+")
+
+
+def failure_key(failure: Failure | None) -> tuple[str, ...] | None:
+    """Identity of a failure for "the same error recurs": type, message shape, user line's code."""
+    if failure is None:
+        return None
+    frame = failure.user_frame
+    where = (frame.file, frame.function, (frame.code or "").strip()) if frame else ("", "", "")
+    first_line = failure.message.strip().splitlines()[0] if failure.message.strip() else ""
+    return (failure.exc_type, _NUMBER.sub("#", first_line), *where)
+
+
+def _worse(before: RunResult, after: RunResult) -> bool:
+    """Did the rerun fail earlier than the run before it (fewer steps, batches, forwards)?"""
+    if before.evidence is None or after.evidence is None:
+        return False
+    return tuple(after.evidence.progress) < tuple(before.evidence.progress)
+
+
+class RepairLoop:
+    def __init__(
+        self,
+        options: LoopOptions,
+        runner: Runner,
+        sources: Sources,
+        check_run: RunCheck | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.options = options
+        self.runner = runner
+        self.sources = sources
+        self.check_run = check_run
+        self.say = progress or (lambda message: None)
+        self.limits = options.limits
+        self.overlay: dict[Path, bytes] = {}
+        self.runs = 0
+        self.notes: list[str] = []
+        self.imported: set[str] = set()
+
+    # running ------------------------------------------------------------------------------
+    def _run(self, overlay: dict[Path, bytes], limits: Limits | None = None, why: str = "") -> RunResult:
+        self.runs += 1
+        self.say(f"run {self.runs}: {why}" if why else f"run {self.runs}")
+        result = self.runner.run(
+            RunRequest(
+                script=self.options.script,
+                args=self.options.args,
+                cwd=self.options.cwd,
+                python=self.options.python,
+                limits=limits or self.limits,
+                timeout=self.options.timeout,
+                overlay=dict(overlay),
+                env=self.options.env,
+            )
+        )
+        if result.status is RunStatus.HARNESS_ERROR:
+            raise BadInput(result.harness_error or "the tracing harness could not start")
+        if result.evidence is not None:
+            self.imported.update(result.evidence.imported_files)
+        if self.check_run is not None:
+            self.check_run(result)
+        return result
+
+    # the loop -----------------------------------------------------------------------------
+    def run(self) -> LoopResult:
+        attempts: list[Attempt] = []
+        run = self._run(self.overlay, why="the script as it is")
+        confirmed: set[tuple[str, ...] | None] = set()
+        excluded: set[tuple[str, str]] = set()  # (pattern, file:line) sites that made things worse
+
+        while True:
+            if run.passed:
+                status = Status.FIXED if self.overlay else Status.ALREADY_PASSING
+                return self._result(status, StopReason.PASSING, attempts, run)
+            if run.status is RunStatus.TIMEOUT:
+                return self._result(Status.GAVE_UP, StopReason.TIMEOUT, attempts, run)
+            failure = run.failure
+            assert failure is not None
+            ranked = candidates(failure, self.options.patterns)
+
+            key = failure_key(failure)
+            if key not in confirmed and self._may_be_artefact(run, ranked):
+                confirmed.add(key)
+                confirmation = self._run(
+                    self.overlay, self.limits.without_batch_forcing(),
+                    why="confirming the failure at the script's own batch size",
+                )
+                if failure_key(confirmation.failure) != key:
+                    self.notes.append(
+                        f"{failure.headline} happened only with the batch size forced to "
+                        f"{self.limits.batch_size}; at the script's own batch size "
+                        + ("the script runs." if confirmation.passed else "it does not happen.")
+                        + " Later runs keep the script's batch size, and nothing was changed for it."
+                    )
+                    self.limits = self.limits.without_batch_forcing()
+                    run = confirmation
+                    continue
+            confirmed.add(key)
+
+            if len(attempts) >= self.options.max_attempts:
+                return self._result(Status.GAVE_UP, StopReason.MAX_ATTEMPTS, attempts, run, failure)
+
+            started = time.monotonic()
+            found = self._locate(failure, ranked, run.evidence, excluded)
+            if isinstance(found, tuple):
+                candidate, site, new_bytes, declines = found
+            else:
+                declines = found
+                attempts.append(self._attempt_without_fix(len(attempts) + 1, failure, ranked, run.evidence, declines))
+                return self._result(Status.GAVE_UP, self._stop_reason(failure, ranked, declines), attempts, run, failure)
+
+            candidate_overlay = {**self.overlay, Path(site.file): new_bytes}
+            fix = self._fix(site, new_bytes)
+            rerun = self._run(candidate_overlay, why=f"verifying the {site.pattern} fix")
+            outcome, keep = self._judge(run, rerun, key)
+            attempt = Attempt(
+                n=len(attempts) + 1,
+                failure=failure,
+                failure_file=self._relative(failure.user_frame.file) if failure.user_frame else None,
+                failure_line=failure.user_frame.line if failure.user_frame else None,
+                pattern=candidate.pattern.ID,
+                evidence=dict(site.evidence),
+                fix=fix,
+                outcome=outcome,
+                declines=tuple(declines),
+                duration_s=time.monotonic() - started + rerun.duration_s,
+                applied=keep,
+            )
+            attempts.append(attempt)
+            if outcome is Outcome.FAILED_SAME:
+                self.notes.append(f"The {site.pattern} fix was discarded: the same error came back.")
+                return self._result(Status.GAVE_UP, StopReason.SAME_ERROR, attempts, run, failure)
+            if rerun.status is RunStatus.TIMEOUT:
+                self.notes.append(f"The {site.pattern} fix was not verified: the rerun timed out.")
+                return self._result(Status.GAVE_UP, StopReason.TIMEOUT, attempts, rerun, failure)
+            if not keep:
+                self.notes.append(
+                    f"The {site.pattern} fix was discarded: the rerun failed earlier than before "
+                    f"({rerun.failure.headline if rerun.failure else 'no failure recorded'})."
+                )
+                excluded.add((site.pattern, f"{site.file}:{site.span.line}"))
+                continue
+            self.overlay = candidate_overlay
+            self.sources.set(Path(site.file), new_bytes)
+            run = rerun
+
+    # steps --------------------------------------------------------------------------------
+    def _may_be_artefact(self, run: RunResult, ranked: Sequence[Candidate]) -> bool:
+        """A failure that the forced batch size may have caused, so it must be confirmed first."""
+        evidence = run.evidence
+        if not self.limits.force_batch_size or evidence is None or not evidence.limits.get("forced"):
+            return False  # the harness changed no batch size: nothing to confirm
+        if not ranked:
+            return True
+        best = ranked[0]
+        return best.pattern.needs_confirmation(best.failure, evidence)
+
+    def _locate(
+        self,
+        failure: Failure,
+        ranked: Sequence[Candidate],
+        evidence: Evidence | None,
+        excluded: set[tuple[str, str]],
+    ) -> tuple[Candidate, Site, bytes, list[Decline]] | list[Decline]:
+        declines: list[Decline] = []
+        for candidate in ranked:
+            try:
+                found = candidate.pattern.locate(candidate.failure, candidate.match, evidence, self.sources)
+            except SourceError as error:
+                declines.append(candidate.pattern.decline(str(error)))
+                continue
+            if isinstance(found, Decline):
+                declines.append(found)
+                continue
+            if (found.pattern, f"{found.file}:{found.span.line}") in excluded:
+                declines.append(candidate.pattern.decline("this fix was tried and made things worse"))
+                continue
+            if self.options.safe_only and found.applicability is not Applicability.SAFE:
+                declines.append(candidate.pattern.decline(
+                    f"the fix is {found.applicability.value} and --safe-only is set", diagnosis=found.summary
+                ))
+                continue
+            if not self._inside_root(Path(found.file)):
+                declines.append(candidate.pattern.decline("the fix site is outside the project"))
+                continue
+            try:
+                new_bytes = self._transform(candidate.pattern, found)
+            except (TransformError, SourceError, cst.ParserSyntaxError) as error:
+                declines.append(candidate.pattern.decline(f"the rewrite failed: {error}"))
+                continue
+            return candidate, found, new_bytes, declines
+        return declines
+
+    def _transform(self, pattern: Pattern, site: Site) -> bytes:
+        path = Path(site.file)
+        new_module = pattern.transform(site, self.sources.metadata(path))
+        new_bytes = new_module.bytes
+        if new_bytes == self.sources.current(path):
+            raise TransformError("the rewrite changed nothing")
+        # a fix must leave a file the interpreter accepts and LibCST can edit again
+        compile(new_bytes, str(path), "exec", dont_inherit=True)
+        self.sources.module(path, new_bytes)
+        return new_bytes
+
+    def _fix(self, site: Site, new_bytes: bytes) -> Fix:
+        path = Path(site.file)
+        rel = self._relative(site.file)
+        diff, changed = unified_diff(self.sources.current(path), new_bytes, rel)
+        return Fix(site=site, file=rel, diff=diff, changed_lines=changed)
+
+    def _judge(self, before: RunResult, after: RunResult, key: tuple[str, ...] | None) -> tuple[Outcome, bool]:
+        """The attempt's outcome, and whether the fix is kept."""
+        if after.passed:
+            return Outcome.PASSED, True
+        if after.status is RunStatus.TIMEOUT:
+            return Outcome.FAILED_OTHER, False
+        if failure_key(after.failure) == key:
+            return Outcome.FAILED_SAME, False
+        return Outcome.FAILED_OTHER, not _worse(before, after)
+
+    def _stop_reason(self, failure: Failure, ranked: Sequence[Candidate], declines: Sequence[Decline]) -> StopReason:
+        if (ranked and not ranked[0].pattern.FIXES) or any(d.diagnosis for d in declines):
+            return StopReason.DIAGNOSED
+        if environment_problem(failure):
+            return StopReason.ENVIRONMENT
+        if failure.user_frame is None:
+            return StopReason.NO_USER_FRAME
+        return StopReason.NO_PATTERN
+
+    def _attempt_without_fix(
+        self, n: int, failure: Failure, ranked: Sequence[Candidate], evidence: Evidence | None, declines: Sequence[Decline]
+    ) -> Attempt:
+        frame = failure.user_frame
+        return Attempt(
+            n=n,
+            failure=failure,
+            failure_file=self._relative(frame.file) if frame else None,
+            failure_line=frame.line if frame else None,
+            pattern=ranked[0].pattern.ID if ranked else None,
+            evidence={},
+            fix=None,
+            outcome=Outcome.NOT_RUN,
+            declines=tuple(declines),
+        )
+
+    def _result(
+        self, status: Status, reason: StopReason, attempts: list[Attempt], run: RunResult, remaining: Failure | None = None
+    ) -> LoopResult:
+        return LoopResult(
+            status=status,
+            stop_reason=reason,
+            attempts=tuple(attempts),
+            verified=dict(self.overlay),
+            last_run=run,
+            runs=self.runs,
+            limits=self.limits,
+            notes=tuple(self.notes),
+            remaining=remaining,
+            imported_files=frozenset(self.imported),
+        )
+
+    def _inside_root(self, path: Path) -> bool:
+        try:
+            path.resolve().relative_to(self.options.root.resolve())
+        except ValueError:
+            return False
+        return True
+
+    def _relative(self, file: str) -> str:
+        path = Path(file)
+        try:
+            return path.resolve().relative_to(self.options.root.resolve()).as_posix()
+        except ValueError:
+            return str(path)
+

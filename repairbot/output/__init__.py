@@ -1,0 +1,1 @@
+"""Where a repair ends up: reports, diffs and the git branch holding the verified fix."""

@@ -1,0 +1,184 @@
+"""Renders a ``RepairReport``: the contract's text blocks and JSON (``repairbot.report/1``).
+
+Renderers return strings; the CLI decides where they go.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from repairbot.types import Attempt, Failure, Outcome, RepairReport, Status, StopReason
+
+SCHEMA = "repairbot.report/1"
+
+_STOP_EXPLANATIONS = {
+    StopReason.MAX_ATTEMPTS: "the attempt limit was reached with a failure left",
+    StopReason.SAME_ERROR: "the same failure came back after the fix",
+    StopReason.NO_PATTERN: "no pattern can fix this failure",
+    StopReason.DIAGNOSED: "the failure is recognised, but not fixed automatically",
+    StopReason.NO_USER_FRAME: "the failure happened outside the project's own code",
+    StopReason.TIMEOUT: "a run reached the time limit",
+    StopReason.ENVIRONMENT: "the environment is missing something (data, a package, the network, a GPU)",
+    StopReason.BAD_INPUT: "bad input",
+}
+
+
+def _where(attempt: Attempt) -> str:
+    if attempt.failure_file:
+        return f"{attempt.failure_file}:{attempt.failure_line}"
+    return "(no frame in the project's code)"
+
+
+def _failure_line(failure: Failure, where: str) -> str:
+    return f"Error: {failure.headline} at {where}"
+
+
+def render_text(report: RepairReport) -> str:
+    """The human report: one block per failure, then the status line."""
+    blocks: list[str] = []
+    committed = report.status is Status.FIXED
+    for attempt in report.attempts:
+        lines: list[str] = []
+        if attempt.fix is not None:
+            site = attempt.fix.site
+            lines.append(f"[{'FIXED' if attempt.applied else 'FAILED'}] {attempt.fix.file}:{site.span.line}")
+            lines.append(_failure_line(attempt.failure, _where(attempt)))
+            if not attempt.applied:
+                verb = "Fix (discarded)"
+            elif committed:
+                verb = "Fix"
+            else:
+                verb = "Fix (verified, not applied: the repair gave up later)"
+            lines.append(f"{verb}: {site.summary}")
+            lines.append(f"Applicability: {site.applicability.value}")
+            if site.evidence_text:
+                lines.append(f"Evidence: {site.evidence_text}")
+            for note in site.notes:
+                lines.append(f"Note: {note}")
+            remaining = 0 if attempt.outcome is Outcome.PASSED else 1
+            lines.append(f"Remaining errors: {remaining}")
+        else:
+            diagnosis = next((d for d in attempt.declines if d.diagnosis), None)
+            tag = "DIAGNOSED" if report.stop_reason is StopReason.DIAGNOSED else "FAILED"
+            lines.append(f"[{tag}] {_where(attempt)}")
+            lines.append(_failure_line(attempt.failure, _where(attempt)))
+            if attempt.pattern:
+                lines.append(f"Pattern: {attempt.pattern}")
+            if diagnosis is not None:
+                lines.append(f"Diagnosis: {diagnosis.reason}")
+                lines.append(f"Remedy: {diagnosis.diagnosis}")
+            for decline in attempt.declines:
+                if decline is not diagnosis:
+                    lines.append(f"Declined ({decline.pattern}): {decline.reason}")
+            lines.append("Remaining errors: 1")
+        blocks.append("\n".join(lines))
+
+    if report.remaining is not None and (not report.attempts or report.attempts[-1].outcome is not Outcome.NOT_RUN):
+        # the loop ended on a failure that no block describes yet (attempt limit, timeout, ...)
+        frame = report.remaining.user_frame
+        where = f"{frame.file}:{frame.line}" if frame else "(no frame in the project's code)"
+        blocks.append(f"[FAILED] {where}\n{_failure_line(report.remaining, where)}\nRemaining errors: 1")
+
+    files = ", ".join(report.files_modified) or "none"
+    if report.status in (Status.FIXED, Status.ALREADY_PASSING):
+        errors_fixed = len([a for a in report.attempts if a.applied])
+        if report.status is Status.ALREADY_PASSING:
+            blocks.append("The script runs without error under the harness: nothing to fix.")
+        status = f"Status: SUCCESS | Errors Fixed: {errors_fixed} | Files Modified: {files}"
+    else:
+        reason = report.stop_reason
+        status = (
+            f"Status: FAILED | Stop reason: {reason.value} ({_STOP_EXPLANATIONS[reason]}) | "
+            f"Errors Fixed: 0 | Files Modified: none"
+        )
+    notes = [f"Note: {note}" for note in report.notes]
+    if report.branch:
+        notes.append(f"Branch: {report.branch} ({report.commit})")
+    if report.run_limits.stopped_at:
+        notes.append(f"Run stopped by the step budget at {report.run_limits.stopped_at} (counts as passing)")
+    body = "\n\n".join(blocks)
+    tail = "\n".join([*notes, status])
+    return f"{body}\n\n{tail}\n" if body else f"{tail}\n"
+
+
+def render_json(report: RepairReport) -> str:
+    return json.dumps(report_to_json(report), indent=2) + "\n"
+
+
+def _failure_json(attempt: Attempt) -> dict[str, Any]:
+    failure = attempt.failure
+    return {
+        "exc_type": failure.exc_type,
+        "message": failure.message,
+        "file": attempt.failure_file,
+        "line": attempt.failure_line,
+        "pattern": attempt.pattern,
+        "evidence": dict(attempt.evidence),
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def report_to_json(report: RepairReport) -> dict[str, Any]:
+    attempts = []
+    for attempt in report.attempts:
+        item: dict[str, Any] = {"n": attempt.n, "failure": _failure_json(attempt)}
+        if attempt.fix is not None:
+            site = attempt.fix.site
+            item["fix"] = {
+                "pattern": site.pattern,
+                "applicability": site.applicability.value,
+                "file": attempt.fix.file,
+                "line": site.span.line,
+                "summary": site.summary,
+                "diff": attempt.fix.diff,
+            }
+        if attempt.declines:
+            item["declined"] = [
+                {"pattern": d.pattern, "reason": d.reason, "diagnosis": d.diagnosis} for d in attempt.declines
+            ]
+        item["outcome"] = attempt.outcome.value
+        item["duration_s"] = round(attempt.duration_s, 3)
+        attempts.append(item)
+    limits = report.run_limits
+    data: dict[str, Any] = {
+        "schema": SCHEMA,
+        "script": report.script,
+        "status": report.status.value,
+        "stop_reason": report.stop_reason.value,
+        "attempts": attempts,
+        "diff": report.diff,
+        "files_modified": list(report.files_modified),
+        "branch": report.branch,
+        "commit": report.commit,
+        "run_limits": {
+            "batch_size": limits.batch_size,
+            "max_batches": limits.max_batches,
+            "max_steps": limits.max_steps,
+            "stopped_at": limits.stopped_at,
+        },
+        "health": [dict(h) for h in report.health],
+        "environment": dict(report.environment),
+        "duration_s": round(report.duration_s, 3),
+        "notes": list(report.notes),
+        "scratch": report.scratch,
+    }
+    if report.error:
+        data["error"] = report.error
+    if report.remaining is not None:
+        frame = report.remaining.user_frame
+        data["remaining"] = {
+            "exc_type": report.remaining.exc_type,
+            "message": report.remaining.message,
+            "file": frame.file if frame else None,
+            "line": frame.line if frame else None,
+        }
+    return _jsonable(data)  # type: ignore[no-any-return]

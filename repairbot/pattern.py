@@ -1,0 +1,151 @@
+"""The pattern authoring API: one failure class, how to recognise it, where and how to fix it.
+
+A pattern is one class in ``patterns/<snake_id>/pattern.py``. Its docstring is its user
+documentation, in fixed sections (``What it fixes``, ``Why it fails``, ``Example``, ``Fix
+safety``, ``Not handled``). It declares:
+
+- ``ID``, ``TITLE``, ``TAGS``, ``APPLICABILITY``;
+- ``SIGNATURES``: exception types plus a message regex with named groups, older message forms
+  too. The classifier matches these against a failure;
+- ``EVIDENCE``: the probes it reads from a traced run;
+- ``locate(...)``: from the failure, the signature match and the traced evidence, the fix site
+  (a ``Site``), or a reasoned ``Decline``. Pure: it reads only the parsed sources it is given;
+- ``Transformer``: a LibCST transformer built from the ``Site`` that rewrites only the node at
+  the site's span.
+
+The registry discovers pattern folders; there is no list to edit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from repairbot.evidence import Evidence
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Site, Span
+
+DOC_SECTIONS = ("What it fixes", "Why it fails", "Example", "Fix safety", "Not handled")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """An exception type (any of ``exc_types``; empty for any) and a message regex."""
+
+    exc_types: tuple[str, ...]
+    regex: re.Pattern[str]
+
+    def match(self, exc_type: str, message: str) -> re.Match[str] | None:
+        if self.exc_types and not any(type_matches(exc_type, t) for t in self.exc_types):
+            return None
+        return self.regex.search(message)
+
+
+def signature(exc_types: str | Iterable[str], regex: str, flags: int = 0) -> Signature:
+    """A signature; ``regex`` is searched in the message, with ``re.DOTALL`` added."""
+    types = (exc_types,) if isinstance(exc_types, str) else tuple(exc_types)
+    return Signature(types, re.compile(regex, flags | re.DOTALL))
+
+
+def type_matches(exc_type: str, expected: str) -> bool:
+    """``torch.OutOfMemoryError`` matches ``OutOfMemoryError``; a dotted ``expected`` must match whole."""
+    return exc_type == expected or exc_type.endswith("." + expected)
+
+
+def span_of(code_range: CodeRange) -> Span:
+    return Span(code_range.start.line, code_range.start.column, code_range.end.line, code_range.end.column)
+
+
+class SiteTransformer(cst.CSTTransformer):
+    """Base of every pattern's transformer: knows its site and touches only that node."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, site: Site) -> None:
+        super().__init__()
+        self.site = site
+        self.changes = 0
+
+    def span(self, node: cst.CSTNode) -> Span:
+        return span_of(self.get_metadata(PositionProvider, node))
+
+    def at_site(self, node: cst.CSTNode) -> bool:
+        return self.span(node) == self.site.span
+
+
+class Pattern:
+    """Base class of every pattern; see the module docstring."""
+
+    ID: ClassVar[str]
+    TITLE: ClassVar[str]
+    TAGS: ClassVar[frozenset[str]] = frozenset()
+    APPLICABILITY: ClassVar[Applicability]
+    SIGNATURES: ClassVar[tuple[Signature, ...]]
+    EVIDENCE: ClassVar[frozenset[str]] = frozenset()
+    # False for a diagnose-only pattern: it explains the failure and never edits.
+    FIXES: ClassVar[bool] = True
+    # Lines a fix of this pattern may change (the surgical-diff check of the case tests).
+    MAX_CHANGED_LINES: ClassVar[int] = 1
+    # True when the failure cannot be caused by the harness forcing a smaller batch size, so a
+    # confirmation run at the script's own batch size is never needed.
+    BATCH_INVARIANT: ClassVar[bool] = False
+    Transformer: ClassVar[type[SiteTransformer]]
+
+    def match(self, failure: Failure) -> re.Match[str] | None:
+        """The first signature that matches the failure itself (not its causes)."""
+        for sig in self.SIGNATURES:
+            found = sig.match(failure.exc_type, failure.message)
+            if found is not None:
+                return found
+        return None
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        """Where the fix goes, or why this pattern will not fix this failure."""
+        raise NotImplementedError
+
+    def transform(self, site: Site, wrapper: MetadataWrapper) -> cst.Module:
+        """The module with the fix applied at ``site`` (the wrapper's module, untouched elsewhere)."""
+        transformer = self.Transformer(site)
+        result = wrapper.visit(transformer)
+        if transformer.changes != 1:
+            raise TransformError(f"{self.ID}: expected one change at {site.file}:{site.span.line}, made {transformer.changes}")
+        return result
+
+    def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
+        """Could this failure be an artefact of the forced batch size? (Then confirm it first.)"""
+        return not self.BATCH_INVARIANT
+
+    def decline(self, reason: str, diagnosis: str | None = None) -> Decline:
+        return Decline(pattern=self.ID, reason=reason, diagnosis=diagnosis)
+
+    @classmethod
+    def documentation(cls) -> dict[str, str]:
+        """The docstring's sections by title (the first paragraph under ``""``)."""
+        return parse_sections(cls.__doc__ or "")
+
+
+class TransformError(Exception):
+    """A transformer did not make exactly the one change its site asked for."""
+
+
+_SECTION_TITLE = re.compile(rf"^({'|'.join(map(re.escape, DOC_SECTIONS))}):?\s*$", re.MULTILINE)
+
+
+def parse_sections(doc: str) -> dict[str, str]:
+    import inspect
+
+    text = inspect.cleandoc(doc)
+    sections: dict[str, str] = {}
+    marks = list(_SECTION_TITLE.finditer(text))
+    sections[""] = text[: marks[0].start()].strip() if marks else text.strip()
+    for mark, following in zip(marks, [*marks[1:], None], strict=True):
+        end = following.start() if following else len(text)
+        sections[mark.group(1)] = text[mark.end() : end].strip()
+    return sections

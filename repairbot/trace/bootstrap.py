@@ -1,0 +1,1000 @@
+"""repairbot's tracing harness: runs a user's script as ``__main__`` under probes.
+
+This file runs INSIDE the child process, under the user's interpreter, started by its file
+path (``python /path/to/bootstrap.py CONFIG.json``). That interpreter may not have repairbot
+installed and may be older than repairbot's own Python, so this module depends on the
+standard library and torch only, and keeps to Python 3.8 syntax. Its own frames never count
+as user code.
+
+What it does, driven by the JSON config the parent wrote:
+- serves candidate fixes from an in-memory overlay (main script and imported user modules),
+  so that nothing on disk changes while a fix is being verified;
+- forces every DataLoader's batch size (and an argparse ``--batch-size`` default) down to the
+  configured size, cuts every pass over a DataLoader after ``max_batches`` batches, and ends
+  the run as passing after ``max_steps`` optimizer steps taken outside DataLoader loops;
+- guards the file system: a file that existed before the run is never altered or deleted
+  (writes go to a shadow copy in the scratch folder, deletes are only recorded), and every
+  file the run creates is logged so that the parent can remove it afterwards;
+- traces where each ``nn.Linear`` was constructed and the input shape it last saw;
+- on an uncaught exception, prints the traceback as Python would and writes structured
+  evidence (exception, frames, the failing module, locals of user frames) as JSON.
+"""
+
+import base64
+import builtins
+import hashlib
+import io
+import itertools
+import json
+import linecache
+import os
+import shutil
+import site
+import sys
+import sysconfig
+import traceback
+import types
+import weakref
+
+_THIS_FILE = os.path.abspath(__file__)
+_real_open = builtins.open
+_real_os_open = os.open
+
+
+# --------------------------------------------------------------------------------------------
+# Which code is the user's
+
+
+class CodeOwnership:
+    """Tells the user's own files from the standard library, installed packages and us."""
+
+    def __init__(self):
+        roots = set()
+        for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+            try:
+                roots.add(os.path.realpath(sysconfig.get_paths()[key]))
+            except KeyError:
+                pass
+        try:
+            roots.update(os.path.realpath(p) for p in site.getsitepackages())
+        except AttributeError:  # old virtualenv's site module
+            pass
+        try:
+            roots.add(os.path.realpath(site.getusersitepackages()))
+        except AttributeError:
+            pass
+        self.library_roots = tuple(sorted(r.rstrip(os.sep) + os.sep for r in roots if r))
+        self._cache = {}
+
+    def add_library_root(self, path):
+        root = os.path.realpath(path).rstrip(os.sep) + os.sep
+        self.library_roots = self.library_roots + (root,)
+        self._cache.clear()
+
+    def is_user_file(self, filename):
+        cached = self._cache.get(filename)
+        if cached is not None:
+            return cached
+        result = self._decide(filename)
+        self._cache[filename] = result
+        return result
+
+    def _decide(self, filename):
+        if not filename or filename.startswith("<"):
+            # <stdin>, <string>, <frozen ...>: not a file of the user's project
+            return False
+        path = os.path.realpath(os.path.abspath(filename))
+        if path == _THIS_FILE or os.path.dirname(path) == os.path.dirname(_THIS_FILE):
+            return False
+        parts = path.replace("\\", "/").split("/")
+        if "site-packages" in parts or "dist-packages" in parts:
+            return False
+        return not any(path.startswith(root) for root in self.library_roots)
+
+
+OWNERSHIP = CodeOwnership()
+
+
+# --------------------------------------------------------------------------------------------
+# Positions and call sites
+
+
+def _char_col(filename, lineno, byte_col):
+    """Python reports columns as UTF-8 byte offsets; LibCST counts characters."""
+    if byte_col is None:
+        return None
+    line = linecache.getline(filename, lineno)
+    if not line:
+        return byte_col
+    return len(line.encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+
+
+def _positions(code, lasti):
+    """(line, end_line, col, end_col) of the instruction at ``lasti`` (Python >= 3.11)."""
+    if lasti is None or lasti < 0 or not hasattr(code, "co_positions"):
+        return None
+    try:
+        pos = next(itertools.islice(code.co_positions(), lasti // 2, None))
+    except (StopIteration, ValueError):
+        return None
+    if pos is None or pos[0] is None:
+        return None
+    return pos
+
+
+def frame_record(filename, lineno, function, code_obj=None, lasti=None):
+    record = {
+        "file": filename,
+        "line": lineno,
+        "function": function,
+        "code": (linecache.getline(filename, lineno) or "").strip() or None,
+        "user": OWNERSHIP.is_user_file(filename),
+    }
+    pos = _positions(code_obj, lasti) if code_obj is not None else None
+    if pos is not None and pos[0] == lineno and pos[2] is not None:
+        record["col"] = _char_col(filename, pos[0], pos[2])
+        record["end_line"] = pos[1]
+        record["end_col"] = _char_col(filename, pos[1], pos[3])
+    return record
+
+
+def user_call_site(skip_self=None):
+    """The innermost user frame outside the constructor chain of ``skip_self``.
+
+    Called from inside a constructor: frames whose ``self`` is the object being built are
+    that object's own ``__init__`` chain, not the place that constructed it.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if skip_self is not None and frame.f_locals.get("self") is skip_self:
+            frame = frame.f_back
+            continue
+        if OWNERSHIP.is_user_file(frame.f_code.co_filename):
+            return frame_record(
+                frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name,
+                frame.f_code, frame.f_lasti,
+            )
+        frame = frame.f_back
+    return None
+
+
+def _short_site(record):
+    if not record:
+        return None
+    return "%s:%s" % (record["file"], record["line"])
+
+
+# --------------------------------------------------------------------------------------------
+# The overlay: candidate fixes served from memory
+
+
+class OverlayLoader:
+    """Loads a user module from overlay bytes instead of the file on disk."""
+
+    def __init__(self, fullname, path, source):
+        self.name = fullname
+        self.path = path
+        self.source = source
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__file__ = self.path
+        code = compile(self.source, self.path, "exec", dont_inherit=True)
+        exec(code, module.__dict__)
+
+    def get_source(self, fullname):
+        import importlib.util
+
+        return importlib.util.decode_source(self.source)
+
+    def get_filename(self, fullname):
+        return self.path
+
+    def is_package(self, fullname):
+        return os.path.basename(self.path) == "__init__.py"
+
+
+class OverlayFinder:
+    """A meta path finder that swaps the loader of overlaid user modules."""
+
+    def __init__(self, overlay):
+        self.overlay = overlay
+
+    def find_spec(self, fullname, path, target=None):
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or not spec.origin:
+            return None
+        origin = os.path.abspath(spec.origin)
+        if origin not in self.overlay:
+            return None
+        spec.loader = OverlayLoader(fullname, origin, self.overlay[origin])
+        spec.cached = None
+        return spec
+
+    def invalidate_caches(self):
+        pass
+
+
+def _decode_source(data):
+    import importlib.util
+
+    return importlib.util.decode_source(data)
+
+
+def install_overlay(overlay):
+    for path, data in overlay.items():
+        text = _decode_source(data)
+        lines = text.splitlines(True)
+        # mtime None: linecache keeps the overlay's lines and never rereads the disk
+        linecache.cache[path] = (len(text), None, lines, path)
+    if overlay:
+        sys.meta_path.insert(0, OverlayFinder(overlay))
+
+
+# --------------------------------------------------------------------------------------------
+# The file guard: pre-existing files are never altered or deleted
+
+
+class FileGuard:
+    """Redirects writes to pre-existing files into shadow copies; logs created files.
+
+    All state lives on disk (shadow copies, deletion markers, the creation log) so that
+    forked DataLoader workers share it with the main process.
+    """
+
+    def __init__(self, scratch, created_log):
+        self.shadow_root = os.path.join(scratch, "fs")
+        self.deleted_root = os.path.join(scratch, "deleted")
+        self.created_log = created_log
+        self.created = set()
+        self.shadowed = set()
+        self.suppressed_deletes = set()
+        self.scratch = os.path.abspath(scratch) + os.sep
+
+    # paths ------------------------------------------------------------------------------
+    def _mirror(self, root, real):
+        drive, rest = os.path.splitdrive(real)
+        return os.path.join(root, drive.replace(":", ""), rest.lstrip("\\/"))
+
+    def shadow(self, real):
+        return self._mirror(self.shadow_root, real)
+
+    def deleted_marker(self, real):
+        # flat, hashed names: a deleted folder and the files it held must not collide
+        digest = hashlib.sha1(real.encode("utf-8", "surrogateescape")).hexdigest()
+        return os.path.join(self.deleted_root, digest)
+
+    def owns(self, real):
+        return real.startswith(self.scratch)
+
+    def is_deleted(self, real):
+        return os.path.lexists(self.deleted_marker(real))
+
+    def has_shadow(self, real):
+        return os.path.lexists(self.shadow(real))
+
+    def is_protected(self, real):
+        """Existed before the run (and was not created by it)."""
+        if self.owns(real) or real in self.created:
+            return False
+        return self.has_shadow(real) or self.is_deleted(real) or os.path.lexists(real)
+
+    # bookkeeping ------------------------------------------------------------------------
+    def log_created(self, real, kind="f"):
+        self.created.add(real)
+        fd = _real_os_open(self.created_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, ("%s %s\n" % (kind, real)).encode("utf-8", "surrogateescape"))
+        finally:
+            os.close(fd)
+
+    def _ensure_parent(self, path):
+        parent = os.path.dirname(path)
+        if parent and not os.path.isdir(parent):
+            os.makedirs(parent)
+
+    def mark_deleted(self, real):
+        marker = self.deleted_marker(real)
+        self._ensure_parent(marker)
+        with _real_open(marker, "w"):
+            pass
+        shadow = self.shadow(real)
+        if os.path.lexists(shadow):
+            os.remove(shadow)
+        self.suppressed_deletes.add(real)
+
+    def unmark_deleted(self, real):
+        marker = self.deleted_marker(real)
+        if os.path.lexists(marker):
+            os.remove(marker)
+
+    # decisions --------------------------------------------------------------------------
+    def path_for_read(self, real):
+        if self.owns(real):
+            return real
+        if self.has_shadow(real):
+            return self.shadow(real)
+        if self.is_deleted(real):
+            raise FileNotFoundError(2, "No such file or directory", real)
+        return real
+
+    def path_for_write(self, real, keep_content):
+        """Where a write to ``real`` goes; ``keep_content`` for append and update modes."""
+        if self.owns(real):
+            return real
+        if self.is_protected(real):
+            shadow = self.shadow(real)
+            if not os.path.lexists(shadow):
+                self._ensure_parent(shadow)
+                if keep_content and not self.is_deleted(real) and os.path.isfile(real):
+                    shutil.copyfile(real, shadow)
+                self.shadowed.add(real)
+            self.unmark_deleted(real)
+            return shadow
+        if not os.path.lexists(real):
+            self.log_created(real)
+        return real
+
+
+GUARD = None  # set in main()
+
+
+def _real_path(file):
+    return os.path.abspath(os.fspath(file))
+
+
+def _is_path(file):
+    return isinstance(file, (str, bytes, os.PathLike)) and not isinstance(file, bytes)
+
+
+def _writes(mode):
+    return any(c in mode for c in "wax+")
+
+
+def guarded_open(file, mode="r", *args, **kwargs):
+    if GUARD is not None and _is_path(file):
+        real = _real_path(file)
+        if _writes(mode):
+            if "x" in mode and os.path.lexists(real) and not GUARD.is_deleted(real) \
+                    and not GUARD.has_shadow(real):
+                # exclusive creation of an existing file fails as it would, untouched
+                return _real_open(real, mode, *args, **kwargs)
+            keep = "a" in mode or ("+" in mode and "w" not in mode)
+            file = GUARD.path_for_write(real, keep_content=keep)
+        else:
+            file = GUARD.path_for_read(real)
+    return _real_open(file, mode, *args, **kwargs)
+
+
+def guarded_os_open(path, flags, mode=0o777, *args, **kwargs):
+    if GUARD is not None and _is_path(path) and not kwargs.get("dir_fd") and not args:
+        real = _real_path(path)
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
+            if flags & os.O_EXCL and os.path.lexists(real) and not GUARD.is_deleted(real):
+                return _real_os_open(real, flags, mode)
+            # the shadow starts as a copy; O_TRUNC then truncates the copy, as it would the file
+            path = GUARD.path_for_write(real, keep_content=True)
+        else:
+            path = GUARD.path_for_read(real)
+    return _real_os_open(path, flags, mode, *args, **kwargs)
+
+
+def _wrap_remove(real_remove):
+    def guarded_remove(path, *args, **kwargs):
+        if GUARD is None or not _is_path(path) or args or kwargs:
+            return real_remove(path, *args, **kwargs)
+        real = _real_path(path)
+        if GUARD.owns(real) or real in GUARD.created:
+            GUARD.created.discard(real)
+            return real_remove(real)
+        if GUARD.is_protected(real):
+            if GUARD.is_deleted(real):
+                raise FileNotFoundError(2, "No such file or directory", real)
+            GUARD.mark_deleted(real)
+            return None
+        return real_remove(real)
+
+    return guarded_remove
+
+
+def _wrap_rename(real_rename):
+    def guarded_rename(src, dst, *args, **kwargs):
+        if GUARD is None or not (_is_path(src) and _is_path(dst)) or args or kwargs:
+            return real_rename(src, dst, *args, **kwargs)
+        real_src, real_dst = _real_path(src), _real_path(dst)
+        source = GUARD.path_for_read(real_src)
+        if GUARD.is_protected(real_src) or GUARD.is_protected(real_dst):
+            if os.path.isdir(source):
+                raise PermissionError(1, "repairbot: a run may not move a folder that existed before it", real_src)
+            target = GUARD.path_for_write(real_dst, keep_content=False)
+            shutil.copyfile(source, target)
+            if GUARD.is_protected(real_src):
+                GUARD.mark_deleted(real_src)
+            else:
+                GUARD.created.discard(real_src)
+                os.remove(source)
+            return None
+        # both are the run's own files: a real move
+        if not os.path.lexists(real_dst):
+            GUARD.log_created(real_dst)
+        GUARD.created.discard(real_src)
+        return real_rename(real_src, real_dst)
+
+    return guarded_rename
+
+
+def _wrap_mkdir(real_mkdir):
+    def guarded_mkdir(path, mode=0o777, *args, **kwargs):
+        if GUARD is not None and _is_path(path) and not args and not kwargs:
+            real = _real_path(path)
+            if not os.path.lexists(real) and not GUARD.owns(real):
+                GUARD.log_created(real, kind="d")
+        return real_mkdir(path, mode, *args, **kwargs)
+
+    return guarded_mkdir
+
+
+def _wrap_rmdir(real_rmdir):
+    def guarded_rmdir(path, *args, **kwargs):
+        if GUARD is None or not _is_path(path) or args or kwargs:
+            return real_rmdir(path, *args, **kwargs)
+        real = _real_path(path)
+        if GUARD.owns(real) or real in GUARD.created:
+            GUARD.created.discard(real)
+            return real_rmdir(real)
+        if os.path.isdir(real):
+            GUARD.mark_deleted(real)
+            return None
+        return real_rmdir(real)
+
+    return guarded_rmdir
+
+
+def _wrap_rmtree(real_rmtree):
+    def guarded_rmtree(path, *args, **kwargs):
+        if GUARD is None or not _is_path(path):
+            return real_rmtree(path, *args, **kwargs)
+        real = _real_path(path)
+        if GUARD.owns(real) or real in GUARD.created:
+            GUARD.created.discard(real)
+            return real_rmtree(real, *args, **kwargs)
+        if not os.path.isdir(real):
+            return real_rmtree(real, *args, **kwargs)
+        # a folder that existed: remove what the run created in it, record the rest as deleted
+        for dirpath, _dirnames, filenames in os.walk(real, topdown=False):
+            for name in filenames:
+                child = os.path.join(dirpath, name)
+                if child in GUARD.created:
+                    GUARD.created.discard(child)
+                    os.remove(child)
+                else:
+                    GUARD.mark_deleted(child)
+        GUARD.mark_deleted(real)
+        return None
+
+    return guarded_rmtree
+
+
+def _wrap_truncate(real_truncate):
+    def guarded_truncate(path, length):
+        if GUARD is not None and _is_path(path):
+            path = GUARD.path_for_write(_real_path(path), keep_content=True)
+        return real_truncate(path, length)
+
+    return guarded_truncate
+
+
+def _guard_torch_serialization(torch):
+    """torch.save opens a path in C++, past the patched ``open``: guard that path here.
+
+    (torch.load reads through Python's ``open``, which the guard already serves.)
+    """
+    real_save = torch.save
+
+    def guarded_save(obj, f, *args, **kwargs):
+        if GUARD is not None and _is_path(f):
+            f = GUARD.path_for_write(_real_path(f), keep_content=False)
+        return real_save(obj, f, *args, **kwargs)
+
+    guarded_save.__doc__, guarded_save.__wrapped__ = real_save.__doc__, real_save
+    torch.save = torch.serialization.save = guarded_save
+
+
+def install_file_guard(scratch, created_log, torch=None):
+    global GUARD
+    GUARD = FileGuard(scratch, created_log)
+    if torch is not None:
+        _guard_torch_serialization(torch)
+    builtins.open = guarded_open
+    io.open = guarded_open
+    os.open = guarded_os_open
+    os.remove = _wrap_remove(os.remove)
+    os.unlink = _wrap_remove(os.unlink)
+    os.rename = _wrap_rename(os.rename)
+    os.replace = _wrap_rename(os.replace)
+    os.mkdir = _wrap_mkdir(os.mkdir)
+    os.rmdir = _wrap_rmdir(os.rmdir)
+    os.truncate = _wrap_truncate(os.truncate)
+    shutil.rmtree = _wrap_rmtree(shutil.rmtree)
+
+
+# --------------------------------------------------------------------------------------------
+# Run state shared by the probes
+
+
+class RunState:
+    def __init__(self, config):
+        limits = config.get("limits", {})
+        self.force_batch = bool(limits.get("force_batch_size", True))
+        self.cut_batches = bool(limits.get("cut_batches", True))
+        self.step_budget = bool(limits.get("step_budget", True))
+        self.batch_size = int(limits.get("batch_size", 2))
+        self.max_batches = int(limits.get("max_batches", 2))
+        self.max_steps = int(limits.get("max_steps", 20))
+        self.forced = []  # what the limits changed, with where
+        self.active_loaders = 0
+        self.steps = 0
+        self.free_steps = 0  # steps taken while no DataLoader was being iterated
+        self.batches = 0
+        self.forwards = 0
+        self.loaders_cut = 0
+        self.linears = []  # records, in construction order
+        self.linear_index = weakref.WeakKeyDictionary()
+        self.module_sites = weakref.WeakKeyDictionary()
+        self.stopped_at = None
+        self.torch = None
+
+    def progress(self):
+        return [self.steps, self.batches, self.forwards]
+
+
+STATE = None
+
+
+# --------------------------------------------------------------------------------------------
+# Probes on torch
+
+
+def _shape(value):
+    try:
+        return [int(d) for d in value.shape]
+    except Exception:
+        return None
+
+
+def install_argparse_probe(state):
+    import argparse
+
+    real_add_argument = argparse._ActionsContainer.add_argument
+    names = ("--batch-size", "--batch_size")
+
+    def add_argument(self, *args, **kwargs):
+        if state.force_batch and any(a in names for a in args):
+            default = kwargs.get("default")
+            if isinstance(default, int) and not isinstance(default, bool) and default > state.batch_size:
+                kwargs["default"] = state.batch_size
+                state.forced.append({
+                    "what": "argparse %s default %d -> %d" % (args[0], default, state.batch_size),
+                    "site": _short_site(user_call_site()),
+                })
+        return real_add_argument(self, *args, **kwargs)
+
+    argparse._ActionsContainer.add_argument = add_argument
+
+
+def install_torch_probes(state, torch):
+    import inspect
+
+    from torch.utils.data import DataLoader
+
+    state.torch = torch
+
+    # DataLoader: batch size forced down, every pass cut after max_batches ----------------
+    real_init = DataLoader.__init__
+    init_signature = inspect.signature(real_init)
+
+    def dataloader_init(self, *args, **kwargs):
+        if state.force_batch:
+            try:
+                bound = init_signature.bind(self, *args, **kwargs)
+            except TypeError:
+                bound = None
+            if bound is not None:
+                batch_size = bound.arguments.get("batch_size", 1)
+                if (bound.arguments.get("batch_sampler") is None and isinstance(batch_size, int)
+                        and not isinstance(batch_size, bool) and batch_size > state.batch_size):
+                    bound.arguments["batch_size"] = state.batch_size
+                    state.forced.append({
+                        "what": "DataLoader batch_size %d -> %d" % (batch_size, state.batch_size),
+                        "site": _short_site(user_call_site()),
+                    })
+                    args, kwargs = bound.args[1:], bound.kwargs
+        return real_init(self, *args, **kwargs)
+
+    DataLoader.__init__ = dataloader_init
+
+    real_iter = DataLoader.__iter__
+    real_len = DataLoader.__len__
+
+    def cut(iterator, limit):
+        state.active_loaders += 1
+        try:
+            taken = 0
+            while limit is None or taken < limit:
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    return
+                taken += 1
+                state.batches += 1
+                yield batch
+            state.loaders_cut += 1
+        finally:
+            state.active_loaders -= 1
+
+    def dataloader_iter(self):
+        return cut(real_iter(self), state.max_batches if state.cut_batches else None)
+
+    def dataloader_len(self):
+        length = real_len(self)
+        if state.cut_batches:
+            return min(length, state.max_batches)
+        return length
+
+    DataLoader.__iter__ = dataloader_iter
+    DataLoader.__len__ = dataloader_len
+
+    # Optimizer steps: the budget for hand-written loops ------------------------------------
+    def step_post_hook(optimizer, args, kwargs):
+        state.steps += 1
+        if state.active_loaders:
+            return
+        state.free_steps += 1
+        if state.step_budget and state.free_steps >= state.max_steps:
+            state.stopped_at = user_call_site()
+            finish(outcome="stopped", exit_code=0)
+
+    try:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        register_optimizer_step_post_hook(step_post_hook)
+    except ImportError:  # torch < 2.0: no global optimizer hooks
+        pass
+
+    # Module construction sites and Linear input shapes ---------------------------------
+    nn = torch.nn
+    real_module_init = nn.Module.__init__
+
+    def module_init(self, *args, **kwargs):
+        real_module_init(self, *args, **kwargs)
+        try:
+            state.module_sites[self] = user_call_site(skip_self=self)
+        except TypeError:
+            pass
+
+    nn.Module.__init__ = module_init
+
+    real_linear_init = nn.Linear.__init__
+
+    def linear_init(self, *args, **kwargs):
+        real_linear_init(self, *args, **kwargs)
+        record = {
+            "index": len(state.linears),
+            "type": type(self).__name__,
+            "in_features": int(getattr(self, "in_features", 0) or 0),
+            "out_features": int(getattr(self, "out_features", 0) or 0),
+            "site": user_call_site(skip_self=self),
+            "input_shape": None,
+            "calls": 0,
+        }
+        state.linear_index[self] = record["index"]
+        state.linears.append(record)
+
+    nn.Linear.__init__ = linear_init
+
+    def forward_pre_hook(module, args):
+        state.forwards += 1
+        index = state.linear_index.get(module)
+        if index is not None and args:
+            record = state.linears[index]
+            record["input_shape"] = _shape(args[0])
+            record["calls"] += 1
+        return None
+
+    nn.modules.module.register_module_forward_pre_hook(forward_pre_hook)
+
+
+# --------------------------------------------------------------------------------------------
+# Evidence
+
+
+def _describe(value, torch):
+    """A small JSON description of a local, or None when it says nothing useful."""
+    if torch is not None:
+        if isinstance(value, torch.Tensor):
+            try:
+                return {
+                    "kind": "tensor", "shape": _shape(value), "dtype": str(value.dtype).replace("torch.", ""),
+                    "device": str(value.device), "requires_grad": bool(value.requires_grad),
+                }
+            except Exception:
+                return {"kind": "tensor"}
+        if isinstance(value, torch.nn.Module):
+            devices = set()
+            try:
+                for tensor in itertools.chain(value.parameters(), value.buffers()):
+                    devices.add(str(tensor.device))
+                    if len(devices) > 1:
+                        break
+            except Exception:
+                pass
+            site = STATE.module_sites.get(value) if STATE is not None else None
+            return {"kind": "module", "type": type(value).__name__,
+                    "devices": sorted(devices), "site": _short_site(site)}
+        if isinstance(value, torch.device):
+            return {"kind": "device", "value": str(value)}
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return {"kind": "number", "value": value}
+    if isinstance(value, str) and len(value) <= 40 and value.split(":")[0] in ("cpu", "cuda", "mps", "xpu", "meta"):
+        return {"kind": "device-string", "value": value}
+    return None
+
+
+def _describe_scope(namespace, torch, only_devices=False, limit=60):
+    described = {}
+    for name, value in list(namespace.items()):
+        if name.startswith("__"):
+            continue
+        summary = _describe(value, torch)
+        if summary is None:
+            continue
+        if only_devices and summary["kind"] not in ("device", "device-string"):
+            continue
+        described[name] = summary
+        if len(described) >= limit:
+            break
+    return described
+
+
+def _trim_traceback(tb):
+    """Drop the harness's own frames from the top of a traceback."""
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == _THIS_FILE:
+        tb = tb.tb_next
+    return tb
+
+
+def _exception_type_name(exc):
+    cls = type(exc)
+    module = cls.__module__
+    if module in ("builtins", "__main__", None):
+        return cls.__qualname__
+    return "%s.%s" % (module, cls.__qualname__)
+
+
+def describe_exception(exc, torch, with_locals=True, depth=0):
+    tb = _trim_traceback(exc.__traceback__)
+    frames = []
+    failing_module = None
+    failing_linear = None
+    while tb is not None:
+        frame = tb.tb_frame
+        code = frame.f_code
+        record = frame_record(code.co_filename, tb.tb_lineno, code.co_name, code, tb.tb_lasti)
+        if with_locals and record["user"]:
+            record["locals"] = _describe_scope(frame.f_locals, torch)
+            record["globals"] = _describe_scope(frame.f_globals, torch, only_devices=True)
+        if torch is not None and code.co_name == "forward":
+            module = frame.f_locals.get("self")
+            if isinstance(module, torch.nn.Module):
+                failing_module = _describe(module, torch)
+                index = STATE.linear_index.get(module) if STATE is not None else None
+                if index is not None:
+                    failing_linear = index
+                    shape = _shape(frame.f_locals.get("input"))
+                    if shape is not None:
+                        STATE.linears[index]["input_shape"] = shape
+        frames.append(record)
+        tb = tb.tb_next
+    described = {
+        "type": _exception_type_name(exc),
+        "message": _safe_str(exc),
+        "frames": frames,
+        "failing_module": failing_module,
+        "failing_linear": failing_linear,
+        "causes": [],
+    }
+    cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    if cause is not None and depth < 5:
+        inner = describe_exception(cause, torch, with_locals=False, depth=depth + 1)
+        described["causes"] = [dict(inner, causes=[])] + inner["causes"]
+    return described
+
+
+def _safe_str(exc):
+    try:
+        return str(exc)
+    except Exception as error:  # a broken __str__ must not hide the failure
+        return "<unprintable %s: %s>" % (type(exc).__name__, error)
+
+
+def _imported_user_files(script):
+    files = {script}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        # some extension-backed modules carry a bare, relative __file__: not a real file
+        if path and os.path.isabs(path) and OWNERSHIP.is_user_file(path):
+            files.add(os.path.abspath(path))
+    return sorted(files)
+
+
+def _environment(torch):
+    env = {"python": "%d.%d.%d" % sys.version_info[:3], "torch": None, "cuda_available": False}
+    if torch is not None:
+        env["torch"] = torch.__version__.split("+")[0]
+        try:
+            env["cuda_available"] = bool(torch.cuda.is_available())
+        except Exception:
+            pass
+    return env
+
+
+CONFIG = None
+_FINISHED = False
+
+
+def write_evidence(outcome, exit_code, exception=None):
+    torch = STATE.torch if STATE is not None else None
+    evidence = {
+        "schema": "repairbot.evidence/1",
+        "outcome": outcome,
+        "exit_code": exit_code,
+        "exception": exception,
+        "stopped_at": STATE.stopped_at if STATE else None,
+        "limits": {
+            "batch_size": STATE.batch_size, "max_batches": STATE.max_batches,
+            "max_steps": STATE.max_steps, "forced": STATE.forced, "steps": STATE.steps,
+            "free_steps": STATE.free_steps, "batches": STATE.batches,
+            "loaders_cut": STATE.loaders_cut,
+        } if STATE else None,
+        "progress": STATE.progress() if STATE else None,
+        "linears": STATE.linears if STATE else [],
+        "imported_files": _imported_user_files(CONFIG["script"]),
+        "environment": _environment(torch),
+        "files": {
+            "shadowed": sorted(GUARD.shadowed) if GUARD else [],
+            "suppressed_deletes": sorted(GUARD.suppressed_deletes) if GUARD else [],
+        },
+    }
+    path = CONFIG["evidence_path"]
+    tmp = path + ".tmp"
+    with _real_open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(evidence, handle, default=str)
+    _real_replace(tmp, path)
+
+
+def finish(outcome, exit_code, exception=None):
+    """Write the evidence and leave at once: nothing in the script can swallow this.
+
+    Used where the harness ends a run that is still going (the step budget): a script's own
+    ``except BaseException`` or ``finally`` must not turn the stop into something else.
+    """
+    global _FINISHED
+    if _FINISHED:
+        os._exit(exit_code)
+    _FINISHED = True
+    try:
+        write_evidence(outcome, exit_code, exception)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(exit_code)
+
+
+def conclude(outcome, exit_code, exception=None):
+    """Write the evidence of a run that ended by itself; the interpreter then exits normally."""
+    global _FINISHED
+    if not _FINISHED:
+        _FINISHED = True
+        write_evidence(outcome, exit_code, exception)
+    return exit_code
+
+
+# --------------------------------------------------------------------------------------------
+# Main
+
+
+def _load_config(path):
+    with _real_open(path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    config["overlay"] = {
+        os.path.abspath(p): base64.b64decode(data) for p, data in config.get("overlay", {}).items()
+    }
+    return config
+
+
+def _print_exception(exc):
+    """Print an uncaught exception as the interpreter would, through the script's own hook.
+
+    The interpreter's default hook reads source lines from disk; the traceback module reads
+    them through linecache, which holds the overlay: the lines that really ran.
+    """
+    tb = _trim_traceback(exc.__traceback__)
+    exc.__traceback__ = tb
+    hook = sys.excepthook
+    if hook is sys.__excepthook__:
+        hook = traceback.print_exception
+    try:
+        hook(type(exc), exc, tb)
+    except Exception:
+        traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+
+
+def main():
+    global CONFIG, STATE
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: bootstrap.py CONFIG.json\n")
+        return 2
+    CONFIG = _load_config(sys.argv[1])
+    script = os.path.abspath(CONFIG["script"])
+    CONFIG["script"] = script
+    STATE = RunState(CONFIG)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        OWNERSHIP.add_library_root(os.path.dirname(torch.__file__))
+        install_torch_probes(STATE, torch)
+    install_argparse_probe(STATE)
+
+    source = CONFIG["overlay"].get(script)
+    if source is None:
+        with _real_open(script, "rb") as handle:
+            source = handle.read()
+    install_overlay(CONFIG["overlay"])
+    if script not in CONFIG["overlay"]:
+        text = _decode_source(source)
+        linecache.cache[script] = (len(text), None, text.splitlines(True), script)
+
+    # The script runs as `python SCRIPT ARGS` would run it.
+    sys.argv = [CONFIG.get("argv0") or script] + list(CONFIG.get("args", []))
+    sys.path[0] = os.path.dirname(script)
+    main_module = types.ModuleType("__main__")
+    main_module.__file__ = script
+    main_module.__builtins__ = builtins
+    main_module.__cached__ = None
+    sys.modules["__bootstrap__"] = sys.modules.get("__main__")
+    sys.modules["__main__"] = main_module
+
+    if CONFIG.get("guard_files", True):
+        install_file_guard(CONFIG["scratch"], CONFIG["created_log"], torch)
+    try:
+        code = compile(source, script, "exec", dont_inherit=True)
+        exec(code, main_module.__dict__)
+    except SystemExit as exit_request:
+        status = exit_request.code
+        if status is None or status == 0:
+            return conclude("passed", 0)
+        if isinstance(status, int):
+            return conclude("failed", status & 0xFF or 1)
+        sys.stderr.write("%s\n" % (status,))
+        return conclude("failed", 1)
+    except BaseException as exc:  # everything the script raises is evidence
+        _print_exception(exc)
+        return conclude("failed", 1, describe_exception(exc, torch))
+    return conclude("passed", 0)
+
+
+_real_replace = os.replace
+
+if __name__ == "__main__":
+    sys.exit(main())

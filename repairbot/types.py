@@ -1,0 +1,210 @@
+"""Domain values shared by every layer: frames, failures, fix sites, attempts and reports.
+
+Every value is a frozen dataclass; every enum's value is the string the contract's JSON uses.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Applicability(enum.StrEnum):
+    """How much a fix can be trusted to keep the script's intent (ruff's vocabulary)."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    DISPLAY_ONLY = "display-only"
+
+
+class Status(enum.StrEnum):
+    FIXED = "fixed"
+    ALREADY_PASSING = "already-passing"
+    GAVE_UP = "gave-up"
+    ERROR = "error"
+
+
+class StopReason(enum.StrEnum):
+    PASSING = "passing"
+    MAX_ATTEMPTS = "max-attempts"
+    SAME_ERROR = "same-error"
+    NO_PATTERN = "no-pattern"
+    DIAGNOSED = "diagnosed"
+    NO_USER_FRAME = "no-user-frame"
+    TIMEOUT = "timeout"
+    ENVIRONMENT = "environment"
+    BAD_INPUT = "bad-input"
+
+
+class Outcome(enum.StrEnum):
+    """What the rerun after a fix showed."""
+
+    PASSED = "passed"
+    FAILED_SAME = "failed-same"
+    FAILED_OTHER = "failed-other"
+    NOT_RUN = "not-run"
+
+
+class RunStatus(enum.StrEnum):
+    """How one run of the script ended."""
+
+    PASSED = "passed"  # exit 0 with no failure
+    STOPPED = "stopped"  # the step budget ended it; counts as passing
+    FAILED = "failed"  # uncaught exception or non-zero exit
+    TIMEOUT = "timeout"  # killed at the wall-clock limit
+    HARNESS_ERROR = "harness-error"  # the harness itself could not start or report
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a traceback, as printed or as traced."""
+
+    file: str
+    line: int
+    function: str = ""
+    code: str | None = None
+    user: bool = False
+    # Character columns of the failing expression (Python >= 3.11 runs only).
+    col: int | None = None
+    end_line: int | None = None
+    end_col: int | None = None
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failure reduced to what classification and location need."""
+
+    exc_type: str
+    message: str
+    frames: tuple[Frame, ...] = ()
+    # Where the exception was raised in a DataLoader worker, the worker's own frames.
+    worker_frames: tuple[Frame, ...] = ()
+    warning: bool = False  # a warning promoted to a failure (no traceback of its own)
+    command: str | None = None  # the command that failed, where a log shows it
+    # Earlier exceptions of the chain ("During handling of the above exception..." / "The
+    # above exception was the direct cause..."), nearest first: causes[0] is the one printed
+    # just above this failure, causes[-1] the root cause, printed first.
+    causes: tuple[Failure, ...] = ()
+
+    @property
+    def user_frame(self) -> Frame | None:
+        """The deepest frame in the user's own code (worker frames first, they are deeper)."""
+        for frames in (self.worker_frames, self.frames):
+            for frame in reversed(frames):
+                if frame.user:
+                    return frame
+        return None
+
+    @property
+    def headline(self) -> str:
+        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        return f"{self.exc_type}: {first}" if first else self.exc_type
+
+
+@dataclass(frozen=True)
+class Span:
+    """A node's place in a file, 1-based lines and 0-based character columns (LibCST's)."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def contains_line(self, line: int) -> bool:
+        return self.line <= line <= self.end_line
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a fix goes and what it does: the answer of a pattern's ``locate``."""
+
+    pattern: str
+    file: str  # absolute path of the file to change
+    span: Span  # the node the transformer may touch, in the current source
+    params: Mapping[str, Any]  # rewrite parameters, read by the pattern's transformer
+    summary: str  # the report's "Fix:" line
+    applicability: Applicability
+    evidence: Mapping[str, Any] = field(default_factory=dict)  # what backs the fix (JSON)
+    evidence_text: str = ""  # the same, in one line for people
+    notes: tuple[str, ...] = ()  # caveats for the report
+
+
+@dataclass(frozen=True)
+class Decline:
+    """A pattern's reasoned refusal to fix a failure it recognised."""
+
+    pattern: str
+    reason: str
+    diagnosis: str | None = None  # a remedy for the report when nothing can be edited
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A located, transformed and (once the rerun has spoken) judged fix."""
+
+    site: Site
+    file: str  # path relative to the report's root
+    diff: str
+    changed_lines: int
+
+
+@dataclass(frozen=True)
+class Attempt:
+    n: int
+    failure: Failure
+    failure_file: str | None  # relative location of the failure, as reported
+    failure_line: int | None
+    pattern: str | None
+    evidence: Mapping[str, Any]
+    fix: Fix | None
+    outcome: Outcome
+    declines: tuple[Decline, ...] = ()
+    duration_s: float = 0.0
+    applied: bool = False  # the fix was kept: the rerun got past its failure
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    batch_size: int = 2
+    max_batches: int = 2
+    max_steps: int = 20
+    stopped_at: str | None = None
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    script: str
+    status: Status
+    stop_reason: StopReason
+    attempts: tuple[Attempt, ...]
+    diff: str
+    files_modified: tuple[str, ...]
+    run_limits: RunLimits
+    environment: Mapping[str, Any]
+    duration_s: float
+    branch: str | None = None
+    commit: str | None = None
+    scratch: str | None = None
+    notes: tuple[str, ...] = ()
+    remaining: Failure | None = None  # the failure left when the repair gave up
+    error: str | None = None  # one-line reason of a bad-input stop
+    health: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.status)
+
+
+def exit_code_for(status: Status) -> int:
+    """The contract's exit code for a final status."""
+    return {Status.FIXED: 0, Status.ALREADY_PASSING: 0, Status.GAVE_UP: 1, Status.ERROR: 2}[status]
+
+
+class BadInput(Exception):
+    """Input repairbot refuses with one clear line and exit code 2."""

@@ -1,0 +1,79 @@
+"""Records a pattern case's run: ``traceback.txt`` and ``evidence.json`` from the real tracer.
+
+Used by ``pytest --regen`` (and runnable as ``python -m tests.record [CASE_ID...]``). Paths
+are stored relative to the case's ``before/`` folder, and installed-library paths as
+``<site-packages>/...``, so the records do not depend on the machine that made them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from repairbot.trace.runner import RunRequest, SubprocessRunner
+from tests.support import PatternCase, copy_project, make_cuda_checkpoint, pattern_cases
+
+_TRACEBACK_START = "Traceback (most recent call last):"
+
+
+def _normalise_text(text: str, project: Path) -> str:
+    text = text.replace(str(project) + "/", "").replace(str(project), ".")
+    for key in ("purelib", "platlib", "stdlib"):
+        prefix = sysconfig.get_paths()[key]
+        label = "<site-packages>" if key != "stdlib" else "<stdlib>"
+        text = text.replace(prefix, label)
+    return text
+
+
+def _normalise(value: Any, project: Path) -> Any:
+    if isinstance(value, str):
+        return _normalise_text(value, project)
+    if isinstance(value, list):
+        return [_normalise(v, project) for v in value]
+    if isinstance(value, dict):
+        return {k: _normalise(v, project) for k, v in value.items()}
+    return value
+
+
+def record(case: PatternCase) -> None:
+    with tempfile.TemporaryDirectory(prefix="repairbot-record-") as tmp:
+        project = copy_project(case.before, Path(tmp) / "project").resolve()
+        if case.config.get("checkpoint"):
+            make_cuda_checkpoint(project, case.config["checkpoint"])
+        scratch = Path(tmp) / "scratch"
+        runner = SubprocessRunner(scratch_root=scratch, keep_scratch=True)
+        result = runner.run(
+            RunRequest(
+                script=project / case.config.get("script", "train.py"),
+                args=tuple(case.config.get("args", ())),
+                cwd=project,
+                timeout=120,
+            )
+        )
+        raw = json.loads((scratch / "run-1" / "evidence.json").read_text(encoding="utf-8"))
+        stderr = result.stderr
+        start = stderr.rfind(_TRACEBACK_START)
+        traceback_text = stderr[start:] if start >= 0 else stderr
+        (case.folder / "traceback.txt").write_text(_normalise_text(traceback_text, project), encoding="utf-8")
+        (case.folder / "evidence.json").write_text(
+            json.dumps(_normalise(raw, project), indent=1, sort_keys=True) + "\n", encoding="utf-8"
+        )
+
+
+def main(argv: list[str]) -> int:
+    wanted = set(argv)
+    for case in pattern_cases():
+        if wanted and case.id not in wanted and case.pattern_id not in wanted:
+            continue
+        print(f"recording {case.id}", file=sys.stderr)
+        record(case)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+

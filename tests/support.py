@@ -1,0 +1,178 @@
+"""Helpers for the tests: temporary git repositories, snapshots of a user's checkout, running
+the real CLI, CUDA-tagged checkpoints made on the CPU, and discovery of cases and fixtures."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PATTERNS = ROOT / "patterns"
+FIXTURES = ROOT / "fixtures"
+PYTHON = sys.executable
+
+# Runs the fixture's make_checkpoint.py with every storage tagged as saved on cuda:0, which
+# is how a checkpoint written on a GPU machine looks to torch.load on a CPU-only one.
+CUDA_CHECKPOINT = (
+    "import runpy, torch; torch.serialization.location_tag = lambda storage: 'cuda:0'; "
+    "runpy.run_path('{script}', run_name='__main__')"
+)
+
+
+@functools.cache
+def torch_available() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> str:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
+    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {result.stderr}")
+    return result.stdout
+
+
+def init_repo(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.name", "Test User")
+    git(path, "config", "user.email", "test@example.com")
+    git(path, "config", "commit.gpgsign", "false")
+    return path
+
+
+def commit_all(path: Path, message: str = "initial") -> str:
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", message)
+    return git(path, "rev-parse", "HEAD").strip()
+
+
+def make_cuda_checkpoint(repo: Path, script: str) -> None:
+    """Run a project's checkpoint maker so that its files look saved on a GPU."""
+    subprocess.run(
+        [PYTHON, "-c", CUDA_CHECKPOINT.format(script=script)], cwd=repo, check=True, capture_output=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+
+
+@dataclass(frozen=True)
+class CheckoutState:
+    """Everything of a user's checkout that repairbot promises not to touch."""
+
+    branch: str
+    head: str
+    index: str
+    status: str
+    stash: str
+    files: dict[str, str]  # path -> sha256 of bytes, every file outside .git
+    mtimes: dict[str, int]
+
+
+def snapshot(repo: Path) -> CheckoutState:
+    files: dict[str, str] = {}
+    mtimes: dict[str, int] = {}
+    for path in sorted(repo.rglob("*")):
+        if ".git" in path.relative_to(repo).parts or not path.is_file():
+            continue
+        rel = path.relative_to(repo).as_posix()
+        files[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        mtimes[rel] = path.stat().st_mtime_ns
+    index = repo / ".git" / "index"
+    return CheckoutState(
+        branch=git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip(),
+        head=git(repo, "rev-parse", "HEAD").strip(),
+        index=hashlib.sha256(index.read_bytes()).hexdigest() if index.exists() else "",
+        status=git(repo, "status", "--porcelain=v1", "--untracked-files=all", "--ignored"),
+        stash=git(repo, "stash", "list"),
+        files=files,
+        mtimes=mtimes,
+    )
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The real command line, as a user runs it."""
+    return subprocess.run(
+        [PYTHON, "-m", "repairbot", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class PatternCase:
+    pattern_id: str
+    name: str
+    folder: Path
+    config: dict[str, Any]
+
+    @property
+    def before(self) -> Path:
+        return self.folder / "before"
+
+    @property
+    def after(self) -> Path:
+        return self.folder / "after"
+
+    @property
+    def expects_fix(self) -> bool:
+        return self.config.get("expect", "fix") == "fix"
+
+    @property
+    def id(self) -> str:
+        return f"{self.pattern_id}/{self.name}"
+
+
+def pattern_cases() -> list[PatternCase]:
+    cases = []
+    for folder in sorted(PATTERNS.glob("*/cases/*")):
+        if not (folder / "case.toml").is_file():
+            continue
+        pattern_id = folder.parent.parent.name.replace("_", "-")
+        cases.append(PatternCase(pattern_id, folder.name, folder, load_toml(folder / "case.toml")))
+    return cases
+
+
+@dataclass(frozen=True)
+class Fixture:
+    name: str
+    folder: Path
+    config: dict[str, Any]
+
+
+def fixtures() -> list[Fixture]:
+    return [
+        Fixture(folder.name, folder, load_toml(folder / "case.toml"))
+        for folder in sorted(FIXTURES.iterdir())
+        if (folder / "case.toml").is_file()
+    ]
+
+
+def copy_project(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("case.toml", "__pycache__"))
+    return target
+
+
+def split_location(location: str) -> tuple[str, int]:
+    """``"model.py:12"`` -> ("model.py", 12)."""
+    match = re.fullmatch(r"(.+):(\d+)", location)
+    if match is None:
+        raise ValueError(f"not a file:line location: {location!r}")
+    return match.group(1), int(match.group(2))

@@ -1,0 +1,140 @@
+"""The command line's contract: bad input, exit codes, the catalogue and classify."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from repairbot.cli import main
+from tests.support import ROOT, commit_all, init_repo, run_cli, snapshot
+
+SPECIMEN = ROOT / "tests" / "data" / "tracebacks" / "linear-in-features" / "full-lost-first-char.txt"
+
+
+def invoke(*args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(main, list(args), input=input)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = init_repo(tmp_path / "repo")
+    (repo / "train.py").write_text("print('hello')\n")
+    (repo / "broken.py").write_text("def f(:\n    pass\n")
+    (repo / "data.bin").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    (repo / "empty.py").write_text("")
+    (repo / "folder").mkdir()
+    (repo / "folder" / "x.py").write_text("x = 1\n")
+    commit_all(repo)
+    return repo
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["fix", "missing.py"], "missing.py: no such file"),
+        (["fix", "folder"], "folder: is a directory"),
+        (["fix", "broken.py"], "broken.py:1: syntax error"),
+        (["fix", "data.bin"], "not a Python source file"),
+        (["fix", "empty.py"], "the file is empty"),
+        (["fix", "train.py", "--max-attempts", "0"], "--max-attempts must be at least 1"),
+        (["fix", "train.py", "--pattern", "no-such-pattern"], "unknown pattern id: no-such-pattern"),
+        (["fix", "train.py", "--dry-run", "--no-branch"], "exclude each other"),
+        (["fix", "train.py", "--python", "/nonexistent/python"], "no such interpreter"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(repo: Path, args: list[str], message: str) -> None:
+    before = snapshot(repo)
+    result = run_cli(*args, cwd=repo)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("repairbot: error: ") and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert snapshot(repo) == before
+
+
+def test_unknown_option_is_a_usage_error(repo: Path) -> None:
+    result = run_cli("fix", "train.py", "--frobnicate", cwd=repo)
+    assert result.returncode == 2 and "No such option" in result.stderr
+
+
+def test_not_a_git_repository_suggests_the_other_modes(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    result = run_cli("fix", "train.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "git" in result.stderr and "--no-branch" in result.stderr and "--dry-run" in result.stderr
+
+
+def test_modified_script_is_refused_in_branch_mode(repo: Path) -> None:
+    (repo / "train.py").write_text("print('changed')\n")
+    before = snapshot(repo)
+    result = run_cli("fix", "train.py", cwd=repo)
+    assert result.returncode == 2 and "train.py is modified" in result.stderr
+    assert snapshot(repo) == before
+
+
+def test_existing_branch_name_is_refused(repo: Path) -> None:
+    from tests.support import git
+
+    git(repo, "branch", "taken")
+    result = run_cli("fix", "train.py", "--branch", "taken", cwd=repo)
+    assert result.returncode == 2 and "taken" in result.stderr
+
+
+def test_error_report_is_written_for_bad_input(repo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    result = run_cli("fix", "missing.py", "--json", str(out), cwd=repo)
+    assert result.returncode == 2
+    report = json.loads(out.read_text())
+    assert (report["status"], report["stop_reason"]) == ("error", "bad-input")
+    assert "no such file" in report["error"]
+
+
+def test_patterns_lists_the_catalogue() -> None:
+    result = invoke("patterns")
+    assert result.exit_code == 0
+    assert "linear-in-features" in result.output and "map-location" in result.output
+    catalogue = json.loads(invoke("patterns", "--json").output)
+    entry = next(p for p in catalogue if p["id"] == "map-location")
+    assert entry["applicability"] == "safe" and entry["what_it_fixes"]
+
+
+def test_classify_a_log_file() -> None:
+    result = invoke("classify", str(SPECIMEN), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["pattern"] == "linear-in-features"
+    assert data["exc_type"] == "RuntimeError"
+    assert (data["file"], data["line"]) == ("/root/workspace/tabular-vae/network.py", 27)
+
+
+def test_classify_from_stdin_with_ci_noise() -> None:
+    log = (
+        "2024-05-01T10:00:00.0000000Z \x1b[36m$ python train.py --epochs 1\x1b[0m\n"
+        "2024-05-01T10:00:05.0000000Z Traceback (most recent call last):\n"
+        '2024-05-01T10:00:05.0000000Z   File "/home/runner/work/proj/train.py", line 12, in <module>\n'
+        "2024-05-01T10:00:05.0000000Z     state = torch.load(path)\n"
+        "2024-05-01T10:00:05.0000000Z RuntimeError: Attempting to deserialize object on a CUDA device but "
+        "torch.cuda.is_available() is False. If you are running on a CPU-only machine, please use torch.load "
+        "with map_location=torch.device('cpu') to map your storages to the CPU.\n"
+        "2024-05-01T10:00:05.0000000Z ##[error]Process completed with exit code 1.\n"
+    )
+    result = invoke("classify", "-", "--json", input=log)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["pattern"] == "map-location"
+    assert (data["file"], data["line"]) == ("/home/runner/work/proj/train.py", 12)
+    assert data["command"] == "python train.py --epochs 1"
+
+
+def test_classify_no_match_and_bad_input(tmp_path: Path) -> None:
+    plain = tmp_path / "log.txt"
+    plain.write_text("all good, nothing failed\n")
+    assert invoke("classify", str(plain)).exit_code == 1
+    other = tmp_path / "other.txt"
+    other.write_text('Traceback (most recent call last):\n  File "t.py", line 1, in <module>\nKeyError: \'x\'\n')
+    result = invoke("classify", str(other), "--json")
+    assert result.exit_code == 1 and json.loads(result.output)["pattern"] is None
+    assert invoke("classify", str(tmp_path / "missing.txt")).exit_code == 2

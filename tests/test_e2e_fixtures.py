@@ -1,0 +1,133 @@
+"""Every fixture, repaired for real: ``repairbot fix`` in a temporary git repository (needs torch).
+
+Checks the exit code, status, stop reason, applied patterns, changed files and line counts,
+that the user's checkout is exactly as it was, and that the fix branch really runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import (
+    PYTHON,
+    Fixture,
+    commit_all,
+    copy_project,
+    fixtures,
+    git,
+    init_repo,
+    make_cuda_checkpoint,
+    run_cli,
+    snapshot,
+)
+
+pytestmark = pytest.mark.torch
+
+FIXTURES = fixtures()
+
+
+def prepare(fixture: Fixture, tmp_path: Path) -> Path:
+    repo = init_repo(tmp_path / "repo")
+    copy_project(fixture.folder, repo)
+    if fixture.config.get("checkpoint"):
+        make_cuda_checkpoint(repo, fixture.config["checkpoint"])
+    commit_all(repo)
+    return repo
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
+def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -> None:
+    config = fixture.config
+    repo = prepare(fixture, tmp_path)
+    before = snapshot(repo)
+    report_path = tmp_path / "report.json"
+    args = ["fix", config.get("script", "train.py"), "--json", str(report_path)]
+    if config.get("args"):
+        args += ["--", *config["args"]]
+    result = run_cli(*args, cwd=repo)
+    output = result.stdout + result.stderr
+    assert result.returncode == config["exit_code"], output
+    report = json.loads(report_path.read_text())
+    assert report["status"] == config["status"], output
+    assert report["stop_reason"] == config["stop_reason"], output
+    applied = [a["fix"]["pattern"] for a in report["attempts"] if "fix" in a and a["outcome"] != "failed-same"]
+    assert applied == config["patterns"], output
+    assert report["files_modified"] == config["files"]
+    for attempt in report["attempts"]:
+        if "fix" in attempt:
+            changed = [
+                line for line in attempt["fix"]["diff"].splitlines()
+                if line.startswith("+") and not line.startswith("+++")
+            ]
+            assert 0 < len(changed) <= config.get("max_changed_lines", 1), attempt["fix"]["diff"]
+
+    # The user's checkout is exactly as it was: branch, HEAD, index, files, stash, untracked.
+    assert snapshot(repo) == before
+
+    if config["status"] != "fixed":
+        assert report["branch"] is None and report["commit"] is None
+        assert git(repo, "branch", "--list", "repairbot/*") == ""
+        return
+    branch = report["branch"]
+    assert branch.startswith(f"repairbot/fix-{Path(config.get('script', 'train.py')).stem}-")
+    assert git(repo, "rev-parse", branch).strip() == report["commit"]
+    assert git(repo, "rev-parse", f"{branch}^").strip() == before.head
+    changed_files = git(repo, "diff", "--name-only", before.head, branch).split()
+    assert changed_files == config["files"]
+    message = git(repo, "log", "-1", "--format=%B", branch)
+    assert message.startswith("repairbot: fix ")
+    for pattern in config["patterns"]:
+        assert f"Repairbot-Pattern: {pattern}" in message
+
+    # The fix branch really runs, as a plain `python train.py` in a checkout of it.
+    worktree = tmp_path / "fixed"
+    git(repo, "worktree", "add", "-q", str(worktree), branch)
+    plain = subprocess.run(
+        [PYTHON, config.get("script", "train.py"), *config.get("args", [])],
+        cwd=worktree, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert plain.returncode == 0, plain.stderr[-3000:]
+
+
+def test_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path) -> None:
+    fixture = next(f for f in FIXTURES if f.name == "cnn_flatten_size")
+    repo = prepare(fixture, tmp_path)
+    before = snapshot(repo)
+    result = run_cli("fix", "train.py", "--dry-run", "--json", str(tmp_path / "r.json"), cwd=repo)
+    assert result.returncode == 0, result.stderr
+    assert "--- a/train.py\n+++ b/train.py\n" in result.stdout
+    assert "+        self.fc1 = nn.Linear(64 * 8 * 8, 128)" in result.stdout or "64 * 8 * 8" in result.stdout
+    assert "[FIXED] train.py:" in result.stdout and "Status: SUCCESS | Errors Fixed: 1 | Files Modified: train.py" in result.stdout
+    assert snapshot(repo) == before
+    assert git(repo, "branch", "--list", "repairbot/*") == ""
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["status"] == "fixed" and report["branch"] is None
+
+
+def test_no_branch_writes_the_fix_in_place(tmp_path: Path) -> None:
+    fixture = next(f for f in FIXTURES if f.name == "mlp_other_module")
+    repo = prepare(fixture, tmp_path)
+    models = repo / "models.py"
+    models.chmod(0o640)
+    original = models.read_bytes()
+    result = run_cli("fix", "train.py", "--no-branch", cwd=repo)
+    assert result.returncode == 0, result.stdout + result.stderr
+    new = models.read_bytes()
+    assert new != original and b"nn.Linear(256, 10)" in new
+    assert models.stat().st_mode & 0o777 == 0o640
+    assert git(repo, "status", "--porcelain") == " M models.py\n"
+    assert sorted(p.name for p in repo.iterdir()) == sorted([".git", *[p.name for p in fixture.folder.iterdir() if p.name != "case.toml"]])
+
+
+def test_json_to_stdout_sends_the_text_report_to_stderr(tmp_path: Path) -> None:
+    fixture = next(f for f in FIXTURES if f.name == "already_passing")
+    repo = prepare(fixture, tmp_path)
+    result = run_cli("fix", "train.py", "--dry-run", "--json", "-", cwd=repo)
+    assert result.returncode == 0
+    report = json.loads(result.stdout)
+    assert report["status"] == "already-passing" and report["schema"] == "repairbot.report/1"
+    assert "Status: SUCCESS | Errors Fixed: 0" in result.stderr

@@ -1,0 +1,353 @@
+"""The tracing harness, run for real on small scripts (needs torch)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from repairbot.trace.runner import Limits, RunRequest, SubprocessRunner
+from repairbot.types import RunStatus
+
+pytestmark = pytest.mark.torch
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip())
+    return path
+
+
+def run(tmp_path: Path, script: Path, **request: object):  # type: ignore[no-untyped-def]
+    with SubprocessRunner(scratch_root=tmp_path / "scratch") as runner:
+        return runner.run(RunRequest(script=script, cwd=script.parent, **request))  # type: ignore[arg-type]
+
+
+LOADER_SCRIPT = """
+    import argparse, torch
+    from torch.utils.data import DataLoader, TensorDataset
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--epochs", type=int, default=3)
+    args = parser.parse_args()
+    print("argparse", args.batch_size)
+    data = TensorDataset(torch.randn(500, 4), torch.randn(500, 1))
+    train = DataLoader(data, batch_size=64, shuffle=True)
+    test = DataLoader(data, batch_size=128)
+    print("len", len(train))
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for epoch in range(args.epochs):
+        seen = 0
+        for x, y in train:
+            opt.zero_grad(); torch.nn.functional.mse_loss(model(x), y).backward(); opt.step()
+            seen += 1
+            print("train batch", tuple(x.shape))
+        print("epoch", epoch, "batches", seen)
+        with torch.no_grad():
+            print("eval batches", sum(1 for _ in test))
+    print("done")
+"""
+
+
+def test_batch_size_forced_and_every_phase_runs_briefly(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", LOADER_SCRIPT)
+    result = run(tmp_path, script)
+    assert result.status is RunStatus.PASSED, result.stderr
+    out = result.stdout
+    assert "argparse 2" in out  # argparse --batch-size default forced down
+    assert "train batch (2, 4)" in out and "(64, 4)" not in out
+    assert "len 2" in out
+    for epoch in range(3):
+        assert f"epoch {epoch} batches 2" in out  # all epochs ran, each cut after 2 batches
+    assert out.count("eval batches 2") == 3  # the evaluation phase ran every epoch
+    assert "done" in out
+    forced = result.evidence.limits["forced"]
+    assert {f["what"] for f in forced} == {
+        "argparse --batch-size default 32 -> 2",
+        "DataLoader batch_size 64 -> 2",
+        "DataLoader batch_size 128 -> 2",
+    }
+    assert all(f["site"].endswith(":2") or "train.py" in f["site"] for f in forced)
+
+
+def test_limits_can_be_switched_off(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", LOADER_SCRIPT)
+    result = run(tmp_path, script, limits=Limits(force_batch_size=False, cut_batches=True), args=("--epochs", "1"))
+    assert result.status is RunStatus.PASSED, result.stderr
+    assert "argparse 32" in result.stdout and "train batch (64, 4)" in result.stdout
+    assert not result.evidence.limits["forced"]
+
+
+HAND_LOOP = """
+    import torch
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(100000):
+        try:
+            opt.zero_grad()
+            model(torch.randn(2, 3)).sum().backward()
+            opt.step()
+        except Exception:
+            print("swallowed")
+        except BaseException:
+            print("swallowed base")
+    print("finished all steps")
+"""
+
+
+def test_step_budget_ends_hand_written_loops_as_passing(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", HAND_LOOP)
+    result = run(tmp_path, script, limits=Limits(max_steps=7))
+    assert result.status is RunStatus.STOPPED and result.passed
+    assert "swallowed" not in result.stdout and "finished" not in result.stdout
+    assert result.evidence.limits["free_steps"] == 7
+    stopped = result.evidence.stopped_at
+    assert stopped is not None and Path(stopped.file).name == "train.py" and stopped.line == 8
+
+
+def test_steps_inside_dataloader_loops_do_not_count(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", LOADER_SCRIPT)
+    result = run(tmp_path, script, limits=Limits(max_steps=1))
+    assert result.status is RunStatus.PASSED  # 6 steps, all inside DataLoader loops
+    assert result.evidence.limits["steps"] == 6 and result.evidence.limits["free_steps"] == 0
+
+
+def test_uncaught_exception_evidence(tmp_path: Path) -> None:
+    write(tmp_path / "model.py", """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Flatten(), nn.Linear(12, 8), nn.ReLU())
+                self.head = nn.Linear(16, 2)
+
+            def forward(self, x):
+                return self.head(self.body(x))
+    """)
+    script = write(tmp_path / "train.py", """
+        import torch
+        from model import Net
+        net = Net()
+        batch = torch.randn(2, 3, 4)
+        out = net(batch)
+    """)
+    result = run(tmp_path, script)
+    assert result.status is RunStatus.FAILED and result.exit_code == 1
+    failure = result.failure
+    assert failure.exc_type == "RuntimeError"
+    assert failure.message == "mat1 and mat2 shapes cannot be multiplied (2x8 and 16x2)"
+    assert "Traceback (most recent call last)" in result.stderr
+    assert "bootstrap.py" not in result.stderr  # the harness's own frames are not shown
+    user = failure.user_frame
+    assert (Path(user.file).name, user.line, user.code) == ("model.py", 10, "return self.head(self.body(x))")
+    evidence = result.evidence
+    linear = evidence.linear
+    assert linear is not None and (linear.in_features, linear.out_features) == (16, 2)
+    assert linear.input_shape == (2, 8)
+    assert (Path(linear.site.file).name, linear.site.line) == ("model.py", 7)
+    assert linear.site.code == "self.head = nn.Linear(16, 2)"
+    assert (linear.site.col, linear.site.end_col) == (20, 36)
+    first = evidence.linears[0]
+    assert (first.site.line, first.site.col, first.input_shape) == (6, 48, (2, 12))
+    scope = evidence.scope(failure.frames[0])
+    assert scope["locals"]["batch"]["shape"] == [2, 3, 4]
+    assert scope["locals"]["net"]["type"] == "Net"
+    assert sorted(Path(f).name for f in evidence.imported_files) == ["model.py", "train.py"]
+    assert evidence.environment["torch"] and evidence.environment["cuda_available"] is False
+
+
+def test_dataloader_worker_error_carries_the_worker_frames(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", """
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Labels(Dataset):
+            names = {"cat": 0, "dog": 1}
+            def __len__(self):
+                return 8
+            def __getitem__(self, index):
+                return torch.zeros(2), self.names["bird" if index == 3 else "cat"]
+
+        if __name__ == "__main__":
+            for x, y in DataLoader(Labels(), batch_size=4, num_workers=2):
+                pass
+    """)
+    result = run(tmp_path, script)
+    assert result.status is RunStatus.FAILED
+    failure = result.failure
+    assert failure.exc_type == "KeyError"
+    assert failure.worker_frames, failure.message
+    user = failure.user_frame
+    assert (Path(user.file).name, user.line, user.function) == ("train.py", 9, "__getitem__")
+
+
+def test_timeout_kills_the_whole_process_tree(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", """
+        import os, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        # a grandchild that leaves the process group, as a daemon would
+        escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        print("PIDS", os.getpid(), child.pid, escaped.pid, flush=True)
+        time.sleep(600)
+    """)
+    started = time.monotonic()
+    result = run(tmp_path, script, timeout=8)
+    assert result.status is RunStatus.TIMEOUT
+    assert time.monotonic() - started < 30
+    pids = result.stdout.split("PIDS", 1)[1].split()[:3]
+    assert len(pids) == 3
+    for pid in map(int, pids):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_worker_processes_that_outlive_the_script_are_killed(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", """
+        import subprocess, sys
+        escaped = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+        print("PID", escaped.pid)
+    """)
+    result = run(tmp_path, script)
+    assert result.status is RunStatus.PASSED
+    pid = int(result.stdout.split("PID", 1)[1].split()[0])
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+FILE_SCRIPT = """
+    import os, shutil, torch
+    torch.save({"w": torch.zeros(2)}, "best.pt")                 # overwrite a checkpoint
+    assert torch.load("best.pt")["w"].shape == (2,)              # ...and read back its own write
+    with open("train.log", "a") as log:                          # append to a log
+        log.write("run 2\\n")
+    assert open("train.log").read() == "run 1\\nrun 2\\n"
+    os.remove("data.csv")                                        # delete data
+    assert not os.path.exists("data.csv") or True
+    try:
+        open("data.csv")
+        raise SystemExit("a deleted file must read as missing")
+    except FileNotFoundError:
+        pass
+    os.replace("notes.txt", "notes.old")                         # move an existing file away
+    shutil.rmtree("cache")                                       # delete a folder
+    with open("config.yaml", "r+") as handle:                    # update in place
+        handle.write("XX")
+    fd = os.open("raw.bin", os.O_WRONLY | os.O_TRUNC)            # low-level truncate
+    os.write(fd, b"!"); os.close(fd)
+    os.makedirs("runs/exp1", exist_ok=True)                      # new files and folders
+    open("runs/exp1/metrics.txt", "w").write("ok")
+    torch.save({}, "runs/exp1/last.pt")
+    print("ALL WRITES DONE")
+"""
+
+
+def test_files_that_existed_are_never_altered_and_new_files_are_removed(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    existing = {
+        "best.pt": b"precious checkpoint bytes",
+        "train.log": b"run 1\n",
+        "data.csv": b"a,b\n1,2\n",
+        "notes.txt": b"keep me",
+        "cache/item.bin": b"\x00\x01",
+        "config.yaml": b"lr: 0.1\n",
+        "raw.bin": b"raw data",
+    }
+    for name, data in existing.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_bytes(data)
+    before = {name: hashlib.sha256((project / name).read_bytes()).hexdigest() for name in existing}
+    script = write(project / "train.py", FILE_SCRIPT)
+    result = run(tmp_path, script)
+    assert result.status is RunStatus.PASSED, result.stderr
+    assert "ALL WRITES DONE" in result.stdout
+    after = {name: hashlib.sha256((project / name).read_bytes()).hexdigest() for name in existing}
+    assert after == before
+    assert not (project / "notes.old").exists()
+    assert not (project / "runs").exists()  # created by the run, removed afterwards
+    assert sorted(p.name for p in project.iterdir()) == sorted(["best.pt", "cache", "config.yaml", "data.csv", "notes.txt", "raw.bin", "train.log", "train.py"])
+    assert set(result.evidence.suppressed_deletes) >= {str(project / "data.csv")}
+
+
+def test_overlay_serves_candidate_sources_without_touching_disk(tmp_path: Path) -> None:
+    model = write(tmp_path / "model.py", "SIZE = 1\n")
+    script = write(tmp_path / "train.py", "import model\nprint('size', model.SIZE)\nraise ValueError('from ' + str(model.SIZE))\n")
+    overlay = {model: b"SIZE = 2\n", script: b"import model\nprint('size', model.SIZE)\nraise ValueError('overlaid ' + str(model.SIZE))\n"}
+    result = run(tmp_path, script, overlay=overlay)
+    assert "size 2" in result.stdout
+    assert result.failure.message == "overlaid 2"
+    assert "raise ValueError('overlaid ' + str(model.SIZE))" in result.stderr  # traceback shows the overlay
+    assert model.read_text() == "SIZE = 1\n"
+    assert not (tmp_path / "__pycache__").exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ("import sys\nsys.exit(0)\n", RunStatus.PASSED, 0),
+        ("import sys\nsys.exit(3)\n", RunStatus.FAILED, 3),
+        ("import os\nos._exit(5)\n", RunStatus.FAILED, 5),
+        ("x = input()\n", RunStatus.FAILED, 1),  # stdin is empty, never a hang
+    ],
+)
+def test_exit_paths(tmp_path: Path, body: str, status: RunStatus, code: int) -> None:
+    result = run(tmp_path, write(tmp_path / "train.py", body))
+    assert (result.status, result.exit_code) == (status, code)
+    if status is RunStatus.FAILED:
+        assert result.failure is not None
+
+
+def test_script_argv_cwd_and_main(tmp_path: Path) -> None:
+    script = write(tmp_path / "pkg" / "train.py", """
+        import os, sys
+        print("argv", sys.argv)
+        print("cwd", os.getcwd())
+        print("path0", sys.path[0])
+        print("name", __name__, __file__)
+    """)
+    result = run(tmp_path, script, args=("--epochs", "1"))
+    out = result.stdout
+    assert f"argv [{str(script)!r}, '--epochs', '1']" in out
+    assert f"cwd {script.parent}" in out and f"path0 {script.parent}" in out
+    assert f"name __main__ {script}" in out
+
+
+def test_interpreter_without_repairbot(tmp_path: Path) -> None:
+    """--python may point at an interpreter where repairbot is not installed."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    import torch
+
+    site_packages = Path(torch.__file__).parent.parent
+    target = next((venv / "lib").glob("python*/site-packages"))
+    for entry in site_packages.iterdir():
+        if entry.name.startswith(("repairbot", "__editable__", "_repairbot")) or entry.suffix == ".pth":
+            continue
+        (target / entry.name).symlink_to(entry)
+    python = venv / "bin" / "python"
+    check = subprocess.run([str(python), "-c", "import repairbot"], capture_output=True, cwd=tmp_path)
+    assert check.returncode != 0  # really without repairbot
+    script = write(tmp_path / "proj" / "train.py", "import torch\nprint(torch.nn.Linear(3, 2)(torch.zeros(2, 4)))\n")
+    result = run(tmp_path, script, python=str(python))
+    assert result.failure is not None and "mat1 and mat2" in result.failure.message
+    assert result.evidence.linear is not None
+
+
+def test_harness_error_for_a_missing_interpreter(tmp_path: Path) -> None:
+    result = run(tmp_path, write(tmp_path / "train.py", "pass\n"), python=str(tmp_path / "nope"))
+    assert result.status is RunStatus.HARNESS_ERROR and "cannot start" in (result.harness_error or "")
+
+
+def test_evidence_is_valid_json_with_schema(tmp_path: Path) -> None:
+    with SubprocessRunner(scratch_root=tmp_path / "scratch", keep_scratch=True) as runner:
+        runner.run(RunRequest(script=write(tmp_path / "train.py", "raise KeyError('x')\n"), cwd=tmp_path))
+    data = json.loads((tmp_path / "scratch" / "run-1" / "evidence.json").read_text())
+    assert data["schema"] == "repairbot.evidence/1" and data["exception"]["type"] == "KeyError"
+    assert os.environ.get("OMP_NUM_THREADS") == "1"

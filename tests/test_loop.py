@@ -1,0 +1,231 @@
+"""The repair loop's decisions, replayed with a scripted runner and a toy pattern (no torch)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from repairbot.evidence import Evidence
+from repairbot.loop import LoopOptions, RepairLoop, failure_key
+from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.sources import Sources
+from repairbot.trace.runner import Limits, RunRequest, RunResult
+from repairbot.types import (
+    Applicability,
+    BadInput,
+    Decline,
+    Failure,
+    Frame,
+    Outcome,
+    RunStatus,
+    Site,
+    Span,
+    Status,
+    StopReason,
+)
+
+SCRIPT = 'a = "boom1"\nb = "boom2"\nprint(a, b)\n'
+
+
+class Defuse(SiteTransformer):
+    def leave_SimpleString(self, original_node: cst.SimpleString, updated_node: cst.SimpleString) -> cst.BaseExpression:
+        if self.at_site(original_node):
+            self.changes += 1
+            return updated_node.with_changes(value=f'"{self.site.params["value"]}"')
+        return updated_node
+
+
+class Boom(Pattern):
+    """Toy pattern: replaces the string literal named by a BoomError."""
+
+    ID = "boom"
+    TITLE = "toy"
+    APPLICABILITY = Applicability.SAFE
+    SIGNATURES = (signature("BoomError", r"(?P<name>boom\d)"),)
+    Transformer = Defuse
+    replacement = "ok"
+
+    def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
+        frame = failure.user_frame
+        if frame is None:
+            return self.decline("no user frame")
+        wrapper = sources.metadata(Path(frame.file))
+        for node, span in wrapper.resolve(__import__("libcst.metadata", fromlist=["PositionProvider"]).PositionProvider).items():
+            if isinstance(node, cst.SimpleString) and match["name"] in node.value:
+                return Site(
+                    pattern=self.ID, file=frame.file, span=Span(span.start.line, span.start.column, span.end.line, span.end.column),
+                    params={"value": self.replacement}, summary=f"defused {match['name']}", applicability=self.APPLICABILITY,
+                )
+        return self.decline("no such string")
+
+
+class ScriptedRunner:
+    """Answers each run from the overlay's content, like a real script would behave."""
+
+    def __init__(self, script: Path, behave: Callable[[str, RunRequest], RunResult]) -> None:
+        self.script = script
+        self.behave = behave
+        self.requests: list[RunRequest] = []
+
+    def run(self, request: RunRequest) -> RunResult:
+        self.requests.append(request)
+        source = request.overlay.get(self.script, self.script.read_bytes()).decode()
+        return self.behave(source, request)
+
+
+def failed(script: Path, exc_type: str, message: str, line: int = 1, progress: tuple[int, ...] = (0, 0, 1),
+           forced: bool = False, user: bool = True) -> RunResult:
+    failure = Failure(exc_type, message, frames=(Frame(str(script), line, "<module>", f"code of line {line}", user=user),))
+    evidence = Evidence(outcome="failed", exit_code=1, failure=failure, progress=progress,
+                        limits={"forced": [{"what": "DataLoader batch_size 64 -> 2"}]} if forced else {})
+    return RunResult(RunStatus.FAILED, 1, 0.1, failure, evidence)
+
+
+def passed() -> RunResult:
+    return RunResult(RunStatus.PASSED, 0, 0.1, None, Evidence(outcome="passed", exit_code=0))
+
+
+def booms(script: Path) -> Callable[[str, RunRequest], RunResult]:
+    """Fails on the first remaining boom string; the second boom fails further on."""
+    def behave(source: str, request: RunRequest) -> RunResult:
+        if "boom1" in source:
+            return failed(script, "BoomError", "boom1", 1, (0, 0, 1))
+        if "boom2" in source:
+            return failed(script, "BoomError", "boom2", 2, (0, 0, 2))
+        return passed()
+    return behave
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "train.py"
+    path.write_text(SCRIPT)
+    return path
+
+
+def loop(script: Path, runner: ScriptedRunner, patterns: tuple[Pattern, ...] = (Boom(),), **options: object) -> RepairLoop:
+    values: dict[str, object] = dict(
+        script=script, args=(), cwd=script.parent, root=script.parent, python="python",
+        limits=Limits(), timeout=10.0, max_attempts=3, patterns=patterns,
+    )
+    values.update(options)
+    return RepairLoop(LoopOptions(**values), runner, Sources())  # type: ignore[arg-type]
+
+
+def test_already_passing(script: Path) -> None:
+    result = loop(script, ScriptedRunner(script, lambda s, r: passed())).run()
+    assert (result.status, result.stop_reason, result.attempts) == (Status.ALREADY_PASSING, StopReason.PASSING, ())
+
+
+def test_two_failures_two_attempts_then_fixed(script: Path) -> None:
+    runner = ScriptedRunner(script, booms(script))
+    result = loop(script, runner).run()
+    assert (result.status, result.stop_reason) == (Status.FIXED, StopReason.PASSING)
+    assert [a.outcome for a in result.attempts] == [Outcome.FAILED_OTHER, Outcome.PASSED]
+    assert all(a.applied for a in result.attempts)
+    assert result.verified[script].decode() == 'a = "ok"\nb = "ok"\nprint(a, b)\n'
+    assert script.read_text() == SCRIPT  # nothing on disk changed
+    assert len(runner.requests) == 3
+
+
+def test_attempt_limit_reports_partial_fix(script: Path) -> None:
+    result = loop(script, ScriptedRunner(script, booms(script)), max_attempts=1).run()
+    assert (result.status, result.stop_reason) == (Status.GAVE_UP, StopReason.MAX_ATTEMPTS)
+    assert result.verified[script].decode().startswith('a = "ok"')
+    assert result.remaining is not None and "boom2" in result.remaining.message
+
+
+def test_same_error_discards_the_fix(script: Path) -> None:
+    runner = ScriptedRunner(script, lambda s, r: failed(script, "BoomError", "boom1"))
+    result = loop(script, runner).run()
+    assert (result.status, result.stop_reason) == (Status.GAVE_UP, StopReason.SAME_ERROR)
+    assert result.attempts[0].outcome is Outcome.FAILED_SAME and not result.attempts[0].applied
+    assert result.verified == {}
+
+
+def test_fix_that_fails_earlier_is_discarded(script: Path) -> None:
+    def behave(source: str, request: RunRequest) -> RunResult:
+        if "boom1" in source:
+            return failed(script, "BoomError", "boom1", 1, (3, 4, 10))
+        return failed(script, "NameError", "name 'ok' is not defined", 1, (0, 0, 0))
+
+    result = loop(script, ScriptedRunner(script, behave)).run()
+    assert result.verified == {}
+    assert result.attempts[0].outcome is Outcome.FAILED_OTHER and not result.attempts[0].applied
+    assert result.stop_reason is StopReason.NO_PATTERN  # the only candidate is excluded now
+    assert any("failed earlier" in note for note in result.notes)
+
+
+@pytest.mark.parametrize(
+    ("exc_type", "message", "user", "reason"),
+    [
+        ("ValueError", "something else", True, StopReason.NO_PATTERN),
+        ("FileNotFoundError", "[Errno 2] No such file or directory: 'data/train.csv'", True, StopReason.ENVIRONMENT),
+        ("ModuleNotFoundError", "No module named 'torchvision'", True, StopReason.ENVIRONMENT),
+        ("ValueError", "inside a library", False, StopReason.NO_USER_FRAME),
+    ],
+)
+def test_unfixable_failures(script: Path, exc_type: str, message: str, user: bool, reason: StopReason) -> None:
+    runner = ScriptedRunner(script, lambda s, r: failed(script, exc_type, message, user=user))
+    result = loop(script, runner).run()
+    assert (result.status, result.stop_reason) == (Status.GAVE_UP, reason)
+    assert result.attempts[0].fix is None and result.attempts[0].outcome is Outcome.NOT_RUN
+
+
+def test_timeout(script: Path) -> None:
+    runner = ScriptedRunner(script, lambda s, r: RunResult(RunStatus.TIMEOUT, None, 10.0, None, None))
+    result = loop(script, runner).run()
+    assert (result.status, result.stop_reason) == (Status.GAVE_UP, StopReason.TIMEOUT)
+
+
+def test_failure_only_under_forced_batch_size_is_confirmed_and_never_fixed(script: Path) -> None:
+    def behave(source: str, request: RunRequest) -> RunResult:
+        if request.limits.force_batch_size:
+            return failed(script, "BoomError", "boom1", forced=True)
+        return passed()
+
+    runner = ScriptedRunner(script, behave)
+    result = loop(script, runner).run()
+    assert (result.status, result.stop_reason) == (Status.ALREADY_PASSING, StopReason.PASSING)
+    assert result.attempts == () and result.verified == {}
+    assert [r.limits.force_batch_size for r in runner.requests] == [True, False]
+    assert any("only with the batch size forced" in note for note in result.notes)
+
+
+def test_confirmed_failure_is_fixed(script: Path) -> None:
+    runner = ScriptedRunner(script, lambda s, r: booms(script)(s, r) if "boom1" not in s
+                            else failed(script, "BoomError", "boom1", forced=True))
+    result = loop(script, runner).run()
+    assert result.status is Status.FIXED
+    assert runner.requests[1].limits.force_batch_size is False  # the confirmation run
+
+
+def test_safe_only_declines_unsafe_sites(script: Path) -> None:
+    class RiskyBoom(Boom):
+        APPLICABILITY = Applicability.UNSAFE
+
+    result = loop(script, ScriptedRunner(script, booms(script)), patterns=(RiskyBoom(),), safe_only=True).run()
+    assert result.stop_reason is StopReason.DIAGNOSED
+    assert "--safe-only" in result.attempts[0].declines[0].reason
+
+
+def test_run_check_refusal_propagates(script: Path) -> None:
+    def refuse(result: RunResult) -> None:
+        raise BadInput("model.py is modified")
+
+    repair = loop(script, ScriptedRunner(script, booms(script)))
+    repair.check_run = refuse
+    with pytest.raises(BadInput, match="modified"):
+        repair.run()
+
+
+def test_failure_key_ignores_numbers_and_line_shifts(script: Path) -> None:
+    a = Failure("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x512 and 256x10)",
+                frames=(Frame("m.py", 10, "forward", "x = self.fc(x)", user=True),))
+    b = Failure("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x512 and 300x10)",
+                frames=(Frame("m.py", 12, "forward", "x = self.fc(x)", user=True),))
+    assert failure_key(a) == failure_key(b)

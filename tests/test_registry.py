@@ -1,0 +1,47 @@
+"""Invariants of the pattern catalogue, across every pattern the registry discovers."""
+
+from __future__ import annotations
+
+import pytest
+
+from repairbot import registry
+from repairbot.pattern import DOC_SECTIONS, Pattern
+from repairbot.types import Applicability, BadInput
+
+PATTERNS = registry.all_patterns()
+CONTRACT_IDS = {
+    "linear-in-features", "device-mismatch", "inplace-autograd", "target-shape", "map-location",
+    "dtype-mismatch", "target-dtype", "cuda-unavailable", "numpy-grad", "view-noncontiguous",
+    "weights-only", "backward-twice", "no-grad-graph", "collate-size", "embedding-index",
+    "cuda-oom", "batch-size-mismatch", "cudnn-error",
+}
+
+
+def test_ids_are_unique_and_in_the_contract() -> None:
+    ids = [p.ID for p in PATTERNS]
+    assert len(ids) == len(set(ids))
+    assert set(ids) <= CONTRACT_IDS
+    assert {"linear-in-features", "map-location"} <= set(ids)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.ID)
+def test_pattern_metadata(pattern: Pattern) -> None:
+    assert registry.pattern_folder(pattern).name == pattern.ID.replace("-", "_")
+    assert type(pattern).__name__ == "".join(part.title() for part in pattern.ID.split("-"))
+    assert pattern.TITLE and len(pattern.TITLE) < 90
+    assert isinstance(pattern.APPLICABILITY, Applicability)
+    assert pattern.SIGNATURES
+    sections = pattern.documentation()
+    for section in DOC_SECTIONS:
+        assert sections.get(section), f"docstring section {section!r} missing"
+    if pattern.FIXES:
+        assert pattern.Transformer is not None
+
+
+def test_select_by_id() -> None:
+    chosen = registry.select(PATTERNS, include=["map-location"])
+    assert [p.ID for p in chosen] == ["map-location"]
+    rest = registry.select(PATTERNS, exclude=["map-location"])
+    assert "map-location" not in {p.ID for p in rest}
+    with pytest.raises(BadInput, match="unknown pattern id: nope"):
+        registry.select(PATTERNS, include=["nope"])
