@@ -23,7 +23,7 @@ from repairbot.output.report import render_text
 from repairbot.pattern import Pattern
 from repairbot.sources import Sources, check_syntax, write_atomic
 from repairbot.trace.runner import Limits, Runner, RunResult, SubprocessRunner
-from repairbot.types import BadInput, RepairReport, RunLimits, Status, StopReason
+from repairbot.types import BadInput, Failure, Frame, RepairReport, RunLimits, Status, StopReason
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,25 @@ def _report(
         duration_s=duration,
         scratch=scratch,
         notes=result.notes,
-        remaining=result.remaining,
+        # the failure left at the stop, unless an attempt's block already describes it
+        remaining=(
+            _relative_failure(delivery.root, result.remaining)
+            if result.remaining is not None and not any(a.failure is result.remaining for a in result.attempts)
+            else None
+        ),
+    )
+
+
+def _relative_failure(root: Path, failure: Failure) -> Failure:
+    """The failure with the paths of the project's files relative to its root, as reports show them."""
+
+    def rebase(frame: Frame) -> Frame:
+        return replace(frame, file=_relative(root, Path(frame.file))) if frame.user else frame
+
+    return replace(
+        failure,
+        frames=tuple(map(rebase, failure.frames)),
+        worker_frames=tuple(map(rebase, failure.worker_frames)),
     )
 
 

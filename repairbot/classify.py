@@ -71,7 +71,8 @@ _ENVIRONMENT_MESSAGES = re.compile(
     r"No module named|Network is unreachable|Name or service not known|Temporary failure in name"
     r" resolution|Connection refused|couldn't connect to|Failed to establish a new connection"
     r"|Found no NVIDIA driver|No CUDA GPUs are available|Torch not compiled with CUDA enabled"
-    r"|CUDA driver version is insufficient|no kernel image is available",
+    r"|CUDA driver version is insufficient|no kernel image is available"
+    r"|Cannot access accelerator device when none is available",
     re.IGNORECASE,
 )
 

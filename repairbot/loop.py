@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import libcst as cst
@@ -83,9 +83,14 @@ def failure_key(failure: Failure | None) -> tuple[str, ...] | None:
 
 def _worse(before: RunResult, after: RunResult) -> bool:
     """Did the rerun fail earlier than the run before it (fewer steps, batches, forwards)?"""
-    if before.evidence is None or after.evidence is None:
+    if not before.progress or not after.progress:
         return False
-    return tuple(after.evidence.progress) < tuple(before.evidence.progress)
+    return after.progress < before.progress
+
+
+def _progress_text(progress: tuple[int, ...]) -> str:
+    steps, batches, forwards = (tuple(progress) + (0, 0, 0))[:3]
+    return f"{steps} optimizer steps, {batches} batches, {forwards} module calls"
 
 
 class RepairLoop:
@@ -193,7 +198,7 @@ class RepairLoop:
                 evidence=dict(site.evidence),
                 fix=fix,
                 outcome=outcome,
-                declines=tuple(declines),
+                declines=self._relative_declines(declines),
                 duration_s=time.monotonic() - started + rerun.duration_s,
                 applied=keep,
             )
@@ -202,7 +207,13 @@ class RepairLoop:
                 self.notes.append(f"The {site.pattern} fix was discarded: the same error came back.")
                 return self._result(Status.GAVE_UP, StopReason.SAME_ERROR, attempts, run, failure)
             if rerun.status is RunStatus.TIMEOUT:
-                self.notes.append(f"The {site.pattern} fix was not verified: the rerun timed out.")
+                got_past = bool(rerun.progress) and rerun.progress > run.progress
+                self.notes.append(
+                    f"The {site.pattern} fix was not verified: the rerun was still running at the "
+                    f"{self.options.timeout:g}s time limit"
+                    + (f", past the point of the old failure ({_progress_text(rerun.progress)})" if got_past else "")
+                    + ". A smaller --max-steps or a larger --timeout lets it finish."
+                )
                 return self._result(Status.GAVE_UP, StopReason.TIMEOUT, attempts, rerun, failure)
             if not keep:
                 self.notes.append(
@@ -222,7 +233,8 @@ class RepairLoop:
         if not self.limits.force_batch_size or evidence is None or not evidence.limits.get("forced"):
             return False  # the harness changed no batch size: nothing to confirm
         if not ranked:
-            return True
+            # a missing package, file or GPU does not depend on the batch size
+            return run.failure is None or environment_problem(run.failure) is None
         best = ranked[0]
         return best.pattern.needs_confirmation(best.failure, evidence)
 
@@ -311,7 +323,7 @@ class RepairLoop:
             evidence={},
             fix=None,
             outcome=Outcome.NOT_RUN,
-            declines=tuple(declines),
+            declines=self._relative_declines(declines),
         )
 
     def _result(
@@ -329,6 +341,9 @@ class RepairLoop:
             remaining=remaining,
             imported_files=frozenset(self.imported),
         )
+
+    def _relative_declines(self, declines: Sequence[Decline]) -> tuple[Decline, ...]:
+        return tuple(replace(d, file=self._relative(d.file)) if d.file else d for d in declines)
 
     def _inside_root(self, path: Path) -> bool:
         try:

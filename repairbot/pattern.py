@@ -28,7 +28,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from repairbot.evidence import Evidence
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 DOC_SECTIONS = ("What it fixes", "Why it fails", "Example", "Fix safety", "Not handled")
 
@@ -122,8 +122,12 @@ class Pattern:
         """Could this failure be an artefact of the forced batch size? (Then confirm it first.)"""
         return not self.BATCH_INVARIANT
 
-    def decline(self, reason: str, diagnosis: str | None = None) -> Decline:
-        return Decline(pattern=self.ID, reason=reason, diagnosis=diagnosis)
+    def decline(self, reason: str, diagnosis: str | None = None, at: Frame | None = None) -> Decline:
+        """A refusal; ``at`` is the place the remedy applies to, when it is known."""
+        return Decline(
+            pattern=self.ID, reason=reason, diagnosis=diagnosis,
+            file=at.file if at else None, line=at.line if at else None,
+        )
 
     @classmethod
     def documentation(cls) -> dict[str, str]:

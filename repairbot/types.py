@@ -103,7 +103,7 @@ class Failure:
 
     @property
     def headline(self) -> str:
-        first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        first = self.message.strip().splitlines()[0].strip() if self.message.strip() else ""
         return f"{self.exc_type}: {first}" if first else self.exc_type
 
 
@@ -142,6 +142,8 @@ class Decline:
     pattern: str
     reason: str
     diagnosis: str | None = None  # a remedy for the report when nothing can be edited
+    file: str | None = None  # where the remedy applies (absolute), when the pattern knows
+    line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,7 @@ class RepairReport:
     commit: str | None = None
     scratch: str | None = None
     notes: tuple[str, ...] = ()
-    remaining: Failure | None = None  # the failure left when the repair gave up
+    remaining: Failure | None = None  # a failure left at the stop that no attempt describes
     error: str | None = None  # one-line reason of a bad-input stop
     health: tuple[Mapping[str, Any], ...] = ()
 

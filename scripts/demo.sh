@@ -13,7 +13,7 @@ git init -q -b main
 git add -A
 git -c user.name=demo -c user.email=demo@example.com commit -q -m "a training script that crashes"
 echo "== the script, as committed, crashes:"
-"$ROOT/.venv/bin/python" train.py --epochs 1 2>&1 | tail -n 2 || true
+"$ROOT/.venv/bin/python" train.py --epochs 1 2>&1 | tail -n 5 || true
 echo
 echo "== repairbot fix train.py --json report.json"
 status=0

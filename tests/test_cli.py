@@ -138,3 +138,29 @@ def test_classify_no_match_and_bad_input(tmp_path: Path) -> None:
     result = invoke("classify", str(other), "--json")
     assert result.exit_code == 1 and json.loads(result.output)["pattern"] is None
     assert invoke("classify", str(tmp_path / "missing.txt")).exit_code == 2
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(("state", "word"), [("untracked", "untracked"), ("modified", "modified")])
+def test_imported_module_must_be_committed_in_branch_mode(tmp_path: Path, state: str, word: str) -> None:
+    repo = init_repo(tmp_path / "repo")
+    (repo / "train.py").write_text("import helpers\nraise ValueError(helpers.NAME)\n")
+    (repo / "helpers.py").write_text("NAME = 'committed'\n")
+    if state == "untracked":
+        (repo / ".gitignore").write_text("")
+        commit_all(repo)
+        from tests.support import git
+
+        git(repo, "rm", "-q", "--cached", "helpers.py")
+        git(repo, "commit", "-q", "-m", "untrack helpers")
+    else:
+        commit_all(repo)
+        (repo / "helpers.py").write_text("NAME = 'edited'\n")
+    before = snapshot(repo)
+    result = run_cli("fix", "train.py", cwd=repo)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"helpers.py is {word} and the script imports it" in result.stderr
+    assert "--no-branch" in result.stderr
+    assert snapshot(repo) == before
+    # the same repair without a branch is allowed (and finds nothing to fix here)
+    assert run_cli("fix", "train.py", "--dry-run", cwd=repo).returncode == 1

@@ -351,3 +351,19 @@ def test_evidence_is_valid_json_with_schema(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "scratch" / "run-1" / "evidence.json").read_text())
     assert data["schema"] == "repairbot.evidence/1" and data["exception"]["type"] == "KeyError"
     assert os.environ.get("OMP_NUM_THREADS") == "1"
+
+
+def test_a_run_killed_at_the_timeout_reports_how_far_it_got(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", """
+        import time, torch
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            model(torch.zeros(1, 2)).sum().backward()
+            opt.step()
+            time.sleep(1.1)  # the heartbeat is written at most once a second
+        time.sleep(600)
+    """)
+    result = run(tmp_path, script, timeout=10)
+    assert result.status is RunStatus.TIMEOUT
+    assert result.progress and result.progress[0] >= 2

@@ -82,7 +82,7 @@ def failed(script: Path, exc_type: str, message: str, line: int = 1, progress: t
     failure = Failure(exc_type, message, frames=(Frame(str(script), line, "<module>", f"code of line {line}", user=user),))
     evidence = Evidence(outcome="failed", exit_code=1, failure=failure, progress=progress,
                         limits={"forced": [{"what": "DataLoader batch_size 64 -> 2"}]} if forced else {})
-    return RunResult(RunStatus.FAILED, 1, 0.1, failure, evidence)
+    return RunResult(RunStatus.FAILED, 1, 0.1, failure, evidence, progress=progress)
 
 
 def passed() -> RunResult:
@@ -180,6 +180,18 @@ def test_timeout(script: Path) -> None:
     runner = ScriptedRunner(script, lambda s, r: RunResult(RunStatus.TIMEOUT, None, 10.0, None, None))
     result = loop(script, runner).run()
     assert (result.status, result.stop_reason) == (Status.GAVE_UP, StopReason.TIMEOUT)
+
+
+def test_rerun_timeout_discards_the_fix_and_says_how_far_it_got(script: Path) -> None:
+    def behave(source: str, request: RunRequest) -> RunResult:
+        if "boom1" in source:
+            return failed(script, "BoomError", "boom1", 1, (0, 1, 3))
+        return RunResult(RunStatus.TIMEOUT, None, 10.0, None, None, progress=(4, 1, 900))
+
+    result = loop(script, ScriptedRunner(script, behave)).run()
+    assert (result.status, result.stop_reason) == (Status.GAVE_UP, StopReason.TIMEOUT)
+    assert result.verified == {} and not result.attempts[0].applied
+    assert "past the point of the old failure (4 optimizer steps, 1 batches, 900 module calls)" in result.notes[-1]
 
 
 def test_failure_only_under_forced_batch_size_is_confirmed_and_never_fixed(script: Path) -> None:

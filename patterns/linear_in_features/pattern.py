@@ -124,7 +124,8 @@ class LinearInFeatures(Pattern):
             sizes = sorted({lt.input_shape[-1] for lt in siblings if lt.input_shape} | {needed})
             return self.decline(
                 f"the nn.Linear call at {Path(site.file).name}:{site.line} builds several layers that "
-                f"receive different input sizes ({', '.join(map(str, sizes))}); one number cannot fit them all"
+                f"receive different input sizes ({', '.join(map(str, sizes))}); one number cannot fit them all",
+                at=site,
             )
 
         path = Path(site.file)
@@ -138,6 +139,7 @@ class LinearInFeatures(Pattern):
             return self.decline(
                 f"the layer is built by `{module.code_for_node(call.func)}(...)`, not by nn.Linear itself",
                 diagnosis=f"the layer receives {needed} features; its in_features must be {needed}",
+                at=site,
             )
         target = argument(call, 0, "in_features")
         if target is None or has_star_args(call):
@@ -147,6 +149,7 @@ class LinearInFeatures(Pattern):
             return self.decline(
                 f"in_features is `{module.code_for_node(target.value)}`, not a number",
                 diagnosis=f"the layer receives {needed} features: make `{module.code_for_node(target.value)}` evaluate to {needed}",
+                at=site,
             )
         new_code = module.code_for_node(new_value)
         old_text = _compact_call(module, call)

@@ -105,6 +105,7 @@ class MapLocation(Pattern):
             return self.decline(
                 "the call already passes map_location, and it points at a device this machine lacks",
                 diagnosis="choose the device at run time: torch.device('cuda' if torch.cuda.is_available() else 'cpu')",
+                at=frame,
             )
         if any(arg.star == "**" for arg in node.args):
             return self.decline("the call forwards **kwargs, which may already carry map_location")

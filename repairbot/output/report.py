@@ -62,7 +62,8 @@ def render_text(report: RepairReport) -> str:
         else:
             diagnosis = next((d for d in attempt.declines if d.diagnosis), None)
             tag = "DIAGNOSED" if report.stop_reason is StopReason.DIAGNOSED else "FAILED"
-            lines.append(f"[{tag}] {_where(attempt)}")
+            place = f"{diagnosis.file}:{diagnosis.line}" if diagnosis and diagnosis.file else _where(attempt)
+            lines.append(f"[{tag}] {place}")
             lines.append(_failure_line(attempt.failure, _where(attempt)))
             if attempt.pattern:
                 lines.append(f"Pattern: {attempt.pattern}")
@@ -75,8 +76,8 @@ def render_text(report: RepairReport) -> str:
             lines.append("Remaining errors: 1")
         blocks.append("\n".join(lines))
 
-    if report.remaining is not None and (not report.attempts or report.attempts[-1].outcome is not Outcome.NOT_RUN):
-        # the loop ended on a failure that no block describes yet (attempt limit, timeout, ...)
+    if report.remaining is not None:
+        # the loop ended on a failure that no block describes yet (the attempt limit, say)
         frame = report.remaining.user_frame
         where = f"{frame.file}:{frame.line}" if frame else "(no frame in the project's code)"
         blocks.append(f"[FAILED] {where}\n{_failure_line(report.remaining, where)}\nRemaining errors: 1")
@@ -143,7 +144,8 @@ def report_to_json(report: RepairReport) -> dict[str, Any]:
             }
         if attempt.declines:
             item["declined"] = [
-                {"pattern": d.pattern, "reason": d.reason, "diagnosis": d.diagnosis} for d in attempt.declines
+                {"pattern": d.pattern, "reason": d.reason, "diagnosis": d.diagnosis, "file": d.file, "line": d.line}
+                for d in attempt.declines
             ]
         item["outcome"] = attempt.outcome.value
         item["duration_s"] = round(attempt.duration_s, 3)

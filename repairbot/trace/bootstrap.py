@@ -32,6 +32,7 @@ import shutil
 import site
 import sys
 import sysconfig
+import time
 import traceback
 import types
 import weakref
@@ -547,9 +548,25 @@ class RunState:
         self.module_sites = weakref.WeakKeyDictionary()
         self.stopped_at = None
         self.torch = None
+        self.progress_path = config.get("progress_path")
+        self._last_beat = 0.0
 
     def progress(self):
         return [self.steps, self.batches, self.forwards]
+
+    def heartbeat(self):
+        """Leave the progress on disk now and then: a run killed at the timeout says how far it got."""
+        now = time.monotonic()
+        if not self.progress_path or now - self._last_beat < 1.0:
+            return
+        self._last_beat = now
+        tmp = self.progress_path + ".tmp"
+        try:
+            with _real_open(tmp, "w") as handle:
+                json.dump({"progress": self.progress()}, handle)
+            _real_replace(tmp, self.progress_path)
+        except OSError:
+            pass
 
 
 STATE = None
@@ -631,6 +648,7 @@ def install_torch_probes(state, torch):
                     return
                 taken += 1
                 state.batches += 1
+                state.heartbeat()
                 yield batch
             state.loaders_cut += 1
         finally:
@@ -651,6 +669,7 @@ def install_torch_probes(state, torch):
     # Optimizer steps: the budget for hand-written loops ------------------------------------
     def step_post_hook(optimizer, args, kwargs):
         state.steps += 1
+        state.heartbeat()
         if state.active_loaders:
             return
         state.free_steps += 1
@@ -698,6 +717,7 @@ def install_torch_probes(state, torch):
 
     def forward_pre_hook(module, args):
         state.forwards += 1
+        state.heartbeat()
         index = state.linear_index.get(module)
         if index is not None and args:
             record = state.linears[index]

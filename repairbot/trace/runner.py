@@ -84,6 +84,9 @@ class RunResult:
     stderr: str = ""
     removed_files: tuple[str, ...] = ()  # files the run created, removed afterwards
     harness_error: str | None = None
+    # (optimizer steps, DataLoader batches, module forwards) reached; for a run killed at the
+    # timeout, as of its last heartbeat
+    progress: tuple[int, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -134,6 +137,7 @@ class SubprocessRunner:
             "evidence_path": str(evidence_path),
             "scratch": str(scratch),
             "created_log": str(created_log),
+            "progress_path": str(scratch / "progress.json"),
             "limits": request.limits.to_json(),
             "guard_files": request.guard_files,
             "overlay": {
@@ -182,16 +186,17 @@ class SubprocessRunner:
         stdout = _tail(stdout_path)
         stderr = _tail(stderr_path)
         evidence = _read_evidence(evidence_path)
+        progress = evidence.progress if evidence is not None else _read_progress(scratch / "progress.json")
         if timed_out:
             return RunResult(
                 status=RunStatus.TIMEOUT, exit_code=None, duration_s=duration, failure=None,
-                evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed,
+                evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
             )
         code = process.returncode
         status, failure = _judge(code, evidence, stderr)
         return RunResult(
             status=status, exit_code=code, duration_s=duration, failure=failure,
-            evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed,
+            evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
         )
 
 
@@ -229,6 +234,13 @@ def _read_evidence(path: Path) -> Evidence | None:
         return evidence_from_json(data)
     except (ValueError, TypeError, KeyError):
         return None
+
+
+def _read_progress(path: Path) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in json.loads(path.read_text(encoding="utf-8"))["progress"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ()
 
 
 def _tail(path: Path, limit: int = OUTPUT_TAIL_BYTES) -> str:
