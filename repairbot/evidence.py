@@ -59,6 +59,10 @@ class Evidence:
     stopped_at: Frame | None = None
     shadowed_files: tuple[str, ...] = ()
     suppressed_deletes: tuple[str, ...] = ()
+    probes: frozenset[str] = frozenset()  # the opt-in probes that were on
+    # In-place operations on tensors autograd tracks, since the last successful backward()
+    # (the "inplace-ops" probe): op, shape, dtype, producer, leaf, version, site, module, module_site.
+    inplace_ops: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def linear(self) -> LinearTrace | None:
@@ -155,9 +159,19 @@ def evidence_from_json(data: Mapping[str, Any], root: Path | None = None) -> Evi
     def rebase(frame: Frame) -> Frame:
         return _rebase(frame, root)
 
+    def rebase_record(record: Mapping[str, Any]) -> dict[str, Any]:
+        # probe records carry frames as plain mappings ("site", "module_site")
+        rebased = dict(record)
+        for key, value in record.items():
+            if isinstance(value, Mapping) and "file" in value and "line" in value:
+                frame = rebase(frame_from_json(value))
+                rebased[key] = {**value, "file": frame.file}
+        return rebased
+
     return replace(
         evidence,
         failure=_rebase_failure(evidence.failure, rebase) if evidence.failure else None,
+        inplace_ops=tuple(rebase_record(op) for op in evidence.inplace_ops),
         linears=tuple(replace(lt, site=rebase(lt.site) if lt.site else None) for lt in evidence.linears),
         stopped_at=rebase(evidence.stopped_at) if evidence.stopped_at else None,
         imported_files=tuple(
@@ -207,4 +221,6 @@ def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
         stopped_at=frame_from_json(stopped) if stopped else None,
         shadowed_files=tuple(files.get("shadowed", ())),
         suppressed_deletes=tuple(files.get("suppressed_deletes", ())),
+        probes=frozenset(data.get("probes") or ()),
+        inplace_ops=tuple(data.get("inplace_ops") or ()),
     )

@@ -112,9 +112,16 @@ class RepairLoop:
         self.runs = 0
         self.notes: list[str] = []
         self.imported: set[str] = set()
+        self.probes = frozenset().union(*(p.PROBES for p in options.patterns))
 
     # running ------------------------------------------------------------------------------
-    def _run(self, overlay: dict[Path, bytes], limits: Limits | None = None, why: str = "") -> RunResult:
+    def _run(
+        self,
+        overlay: dict[Path, bytes],
+        limits: Limits | None = None,
+        why: str = "",
+        probes: frozenset[str] = frozenset(),
+    ) -> RunResult:
         self.runs += 1
         self.say(f"run {self.runs}: {why}" if why else f"run {self.runs}")
         result = self.runner.run(
@@ -127,6 +134,7 @@ class RepairLoop:
                 timeout=self.options.timeout,
                 overlay=dict(overlay),
                 env=self.options.env,
+                probes=self.probes | probes,
             )
         )
         if result.status is RunStatus.HARNESS_ERROR:
@@ -177,7 +185,8 @@ class RepairLoop:
                 return self._result(Status.GAVE_UP, StopReason.MAX_ATTEMPTS, attempts, run, failure)
 
             started = time.monotonic()
-            found = self._locate(failure, ranked, run.evidence, excluded)
+            evidence = self._evidence_for(run, ranked, key)
+            found = self._locate(failure, ranked, evidence, excluded)
             if isinstance(found, tuple):
                 candidate, site, new_bytes, declines = found
             else:
@@ -227,6 +236,24 @@ class RepairLoop:
             run = rerun
 
     # steps --------------------------------------------------------------------------------
+    def _evidence_for(self, run: RunResult, ranked: Sequence[Candidate], key: tuple[str, ...] | None) -> Evidence | None:
+        """The run's evidence, or that of a rerun with the costly probes the candidates need."""
+        had = run.evidence.probes if run.evidence else frozenset()
+        needed = frozenset().union(*(c.pattern.RERUN_PROBES for c in ranked)) - had
+        if not needed:
+            return run.evidence
+        traced = self._run(
+            self.overlay, probes=needed,
+            why=f"tracing the failure again with {', '.join(sorted(needed))} for {ranked[0].pattern.ID}",
+        )
+        if failure_key(traced.failure) == key and traced.evidence is not None:
+            return traced.evidence
+        self.notes.append(
+            f"The rerun with {', '.join(sorted(needed))} did not fail the same way "
+            f"({traced.failure.headline if traced.failure else 'it passed'}); its evidence was not used."
+        )
+        return run.evidence
+
     def _may_be_artefact(self, run: RunResult, ranked: Sequence[Candidate]) -> bool:
         """A failure that the forced batch size may have caused, so it must be confirmed first."""
         evidence = run.evidence

@@ -77,6 +77,9 @@ class SiteTransformer(cst.CSTTransformer):
     def at_site(self, node: cst.CSTNode) -> bool:
         return self.span(node) == self.site.span
 
+    def at_extra_site(self, node: cst.CSTNode) -> bool:
+        return self.span(node) in self.site.extra_spans
+
 
 class Pattern:
     """Base class of every pattern; see the module docstring."""
@@ -87,6 +90,11 @@ class Pattern:
     APPLICABILITY: ClassVar[Applicability]
     SIGNATURES: ClassVar[tuple[Signature, ...]]
     EVIDENCE: ClassVar[frozenset[str]] = frozenset()
+    # Opt-in harness probes: PROBES are cheap and on in every run while the pattern is
+    # selected; RERUN_PROBES are costly and on only in a rerun that gathers evidence for a
+    # failure this pattern recognised (that rerun is not an attempt).
+    PROBES: ClassVar[frozenset[str]] = frozenset()
+    RERUN_PROBES: ClassVar[frozenset[str]] = frozenset()
     # False for a diagnose-only pattern: it explains the failure and never edits.
     FIXES: ClassVar[bool] = True
     # Lines a fix of this pattern may change (the surgical-diff check of the case tests).
@@ -114,8 +122,11 @@ class Pattern:
         """The module with the fix applied at ``site`` (the wrapper's module, untouched elsewhere)."""
         transformer = self.Transformer(site)
         result = wrapper.visit(transformer)
-        if transformer.changes != 1:
-            raise TransformError(f"{self.ID}: expected one change at {site.file}:{site.span.line}, made {transformer.changes}")
+        expected = 1 + len(site.extra_spans)
+        if transformer.changes != expected:
+            raise TransformError(
+                f"{self.ID}: expected {expected} change(s) at {site.file}:{site.span.line}, made {transformer.changes}"
+            )
         return result
 
     def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:

@@ -133,6 +133,8 @@ class Site:
     evidence: Mapping[str, Any] = field(default_factory=dict)  # what backs the fix (JSON)
     evidence_text: str = ""  # the same, in one line for people
     notes: tuple[str, ...] = ()  # caveats for the report
+    # Other places in the same file the fix may touch (a device line it introduces, say).
+    extra_spans: tuple[Span, ...] = ()
 
 
 @dataclass(frozen=True)

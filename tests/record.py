@@ -14,8 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from repairbot import registry
 from repairbot.trace.runner import RunRequest, SubprocessRunner
-from tests.support import PatternCase, copy_project, make_cuda_checkpoint, pattern_cases
+from tests.support import PatternCase, copy_project, cuda_available, make_cuda_checkpoint, pattern_cases
 
 _TRACEBACK_START = "Traceback (most recent call last):"
 
@@ -39,7 +40,21 @@ def _normalise(value: Any, project: Path) -> Any:
     return value
 
 
+def recordable(case: PatternCase) -> bool:
+    """Cases that need a GPU keep their hand-checked records on machines without one."""
+    return "cuda" not in case.config.get("requires", ()) or cuda_available()
+
+
+def probes_for(case: PatternCase) -> frozenset[str]:
+    """What `repairbot fix` would have on: every pattern's cheap probes, this one's costly ones."""
+    patterns = registry.all_patterns()
+    mine = next(p for p in patterns if p.ID == case.pattern_id)
+    return frozenset().union(*(p.PROBES for p in patterns)) | mine.RERUN_PROBES
+
+
 def record(case: PatternCase) -> None:
+    if not recordable(case):
+        return
     with tempfile.TemporaryDirectory(prefix="repairbot-record-") as tmp:
         project = copy_project(case.before, Path(tmp) / "project").resolve()
         if case.config.get("checkpoint"):
@@ -52,6 +67,7 @@ def record(case: PatternCase) -> None:
                 args=tuple(case.config.get("args", ())),
                 cwd=project,
                 timeout=120,
+                probes=probes_for(case),
             )
         )
         raw = json.loads((scratch / "run-1" / "evidence.json").read_text(encoding="utf-8"))

@@ -34,6 +34,15 @@ def torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
+@functools.cache
+def cuda_available() -> bool:
+    """Asked in a child process: importing torch here would slow every test worker."""
+    if not torch_available():
+        return False
+    probe = subprocess.run([PYTHON, "-c", "import torch; print(torch.cuda.is_available())"], capture_output=True, text=True, check=False)
+    return probe.stdout.strip() == "True"
+
+
 def git(cwd: Path, *args: str, check: bool = True) -> str:
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
     result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env, check=False)

@@ -17,6 +17,7 @@ from tests.support import (
     Fixture,
     commit_all,
     copy_project,
+    cuda_available,
     fixtures,
     git,
     init_repo,
@@ -42,6 +43,8 @@ def prepare(fixture: Fixture, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
 def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -> None:
     config = fixture.config
+    if "cuda" in config.get("requires", ()) and not cuda_available():
+        pytest.skip("needs a CUDA GPU")
     repo = prepare(fixture, tmp_path)
     before = snapshot(repo)
     report_path = tmp_path / "report.json"

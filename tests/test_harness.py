@@ -367,3 +367,55 @@ def test_a_run_killed_at_the_timeout_reports_how_far_it_got(tmp_path: Path) -> N
     result = run(tmp_path, script, timeout=10)
     assert result.status is RunStatus.TIMEOUT
     assert result.progress and result.progress[0] >= 2
+
+
+INPLACE_SCRIPT = """
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+            self.act = nn.ReLU(inplace=True)
+
+        def forward(self, x):
+            h = torch.sigmoid(self.fc(x))
+            h += 1
+            return self.act(h * 2)
+
+    net = Net()
+    out = net(torch.randn(2, 4))
+    out.sum().backward()
+"""
+
+
+def test_inplace_probe_records_in_place_ops_since_the_last_backward(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", INPLACE_SCRIPT)
+    plain = run(tmp_path, script)
+    assert plain.failure is not None and "modified by an inplace operation" in plain.failure.message
+    assert not plain.evidence.inplace_ops and "inplace-ops" not in plain.evidence.probes
+    traced = run(tmp_path, script, probes=frozenset({"inplace-ops"}))
+    assert traced.failure.message == plain.failure.message
+    ops = traced.evidence.inplace_ops
+    first = ops[0]
+    assert (first["op"], first["shape"], first["producer"]) == ("add_", [2, 3], "SigmoidBackward0")
+    assert (Path(first["site"]["file"]).name, first["site"]["line"], first["site"]["code"]) == ("train.py", 12, "h += 1")
+    relu = next(op for op in ops if op["module"] == "ReLU")
+    assert relu["module_site"]["line"] == 8 and relu["module_site"]["code"] == "self.act = nn.ReLU(inplace=True)"
+
+
+def test_target_size_warning_becomes_a_failure_at_the_users_call(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", """
+        import torch
+        import torch.nn.functional as F
+        pred = torch.randn(4, 1, requires_grad=True)
+        loss = F.mse_loss(pred, torch.randn(4))
+        loss.backward()
+        print("trained on broadcast garbage")
+    """)
+    assert run(tmp_path, script).status is RunStatus.PASSED  # only a warning, normally
+    result = run(tmp_path, script, probes=frozenset({"target-size-warning"}))
+    assert result.status is RunStatus.FAILED
+    assert result.failure.exc_type == "UserWarning" and "Using a target size" in result.failure.message
+    assert result.failure.user_frame.line == 4

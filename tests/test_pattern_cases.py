@@ -7,6 +7,7 @@ inside the located node and under ``max_changed_lines``; a second pass changes n
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 
@@ -87,15 +88,19 @@ def test_locate_transform_and_fixed_point(case: PatternCase) -> None:
     expected = (case.after / site_file).read_bytes()
     assert after == expected
 
-    # Surgical: few lines, all inside the node the site names.
+    # Surgical: few lines, all inside the nodes the site names.
     _, changed = unified_diff(before, after, site_file)
     assert 0 < changed <= case.config.get("max_changed_lines", pattern.MAX_CHANGED_LINES)
-    old_lines = before.splitlines()
-    new_lines = after.splitlines()
-    untouched_head = found.span.line - 1
-    assert old_lines[:untouched_head] == new_lines[:untouched_head]
-    tail = len(old_lines) - found.span.end_line
-    assert old_lines[len(old_lines) - tail :] == new_lines[len(new_lines) - tail :]
+    allowed = [(span.line, span.end_line) for span in (found.span, *found.extra_spans)]
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    for tag, i1, i2, _j1, _j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        # old lines i1+1..i2 changed (an insertion sits after line i1)
+        first, last = (i1 + 1, i2) if i2 > i1 else (i1, i1 + 1)
+        assert any(first <= end and last >= start for start, end in allowed), (
+            f"lines {first}-{last} changed outside the located node(s) {allowed}"
+        )
     # Only the files in after/ change.
     assert sorted(p.relative_to(case.after).as_posix() for p in case.after.rglob("*") if p.is_file()) == [site_file]
 

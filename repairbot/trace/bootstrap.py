@@ -550,6 +550,8 @@ class RunState:
         self.torch = None
         self.progress_path = config.get("progress_path")
         self._last_beat = 0.0
+        self.probes = frozenset(config.get("probes", ()))
+        self.inplace_ops = None
 
     def progress(self):
         return [self.steps, self.batches, self.forwards]
@@ -729,6 +731,85 @@ def install_torch_probes(state, torch):
 
 
 # --------------------------------------------------------------------------------------------
+# Opt-in probes (the parent asks for them by name)
+
+
+def install_target_size_probe():
+    """MSE/L1-style losses only warn on (N, 1) vs (N,) shapes: raise the warning at the call instead."""
+    import warnings
+
+    warnings.filterwarnings("error", message=r"Using a target size", category=UserWarning)
+
+
+_INPLACE_DUNDERS = frozenset((
+    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+    "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__", "__setitem__",
+))
+
+
+def _module_in_forward():
+    """The innermost module whose forward is running and that has an ``inplace`` switch."""
+    torch = STATE.torch if STATE else None
+    frame = sys._getframe(2)
+    while frame is not None and torch is not None:
+        if frame.f_code.co_name == "forward":
+            module = frame.f_locals.get("self")
+            if isinstance(module, torch.nn.Module) and hasattr(module, "inplace"):
+                return module
+        frame = frame.f_back
+    return None
+
+
+def install_inplace_probe(state, torch):
+    """Record in-place operations on tensors that autograd tracks: op, shape, producer, where.
+
+    Used in a rerun that only gathers evidence for ``modified by an inplace operation``: the
+    failing frame is ``backward()``, while the culprit is an in-place op earlier in the step.
+    Events are kept since the last ``backward()`` that succeeded.
+    """
+    try:
+        from torch.overrides import TorchFunctionMode
+    except ImportError:
+        return None
+    state.inplace_ops = []
+
+    class InplaceRecorder(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if name == "backward":
+                result = func(*args, **kwargs)
+                del state.inplace_ops[:]
+                return result
+            inplace = (name.endswith("_") and not name.startswith("_")) or name in _INPLACE_DUNDERS \
+                or kwargs.get("inplace") is True
+            if inplace and args and isinstance(args[0], torch.Tensor) and torch.is_grad_enabled():
+                tensor = args[0]
+                if tensor.requires_grad:
+                    self._record(name, tensor)
+            return func(*args, **kwargs)
+
+        def _record(self, name, tensor):
+            module = _module_in_forward()
+            grad_fn = tensor.grad_fn
+            state.inplace_ops.append({
+                "op": name,
+                "shape": _shape(tensor),
+                "dtype": str(tensor.dtype).replace("torch.", ""),
+                "producer": type(grad_fn).__name__ if grad_fn is not None else None,
+                "leaf": bool(tensor.is_leaf),
+                "version": int(tensor._version),
+                "site": user_call_site(),
+                "module": type(module).__name__ if module is not None else None,
+                "module_site": STATE.module_sites.get(module) if module is not None else None,
+            })
+            if len(state.inplace_ops) > 500:
+                del state.inplace_ops[:100]
+
+    return InplaceRecorder()
+
+
+# --------------------------------------------------------------------------------------------
 # Evidence
 
 
@@ -766,7 +847,7 @@ def _describe(value, torch):
     return None
 
 
-def _describe_scope(namespace, torch, only_devices=False, limit=60):
+def _describe_scope(namespace, torch, kinds=None, limit=60):
     described = {}
     for name, value in list(namespace.items()):
         if name.startswith("__"):
@@ -774,7 +855,7 @@ def _describe_scope(namespace, torch, only_devices=False, limit=60):
         summary = _describe(value, torch)
         if summary is None:
             continue
-        if only_devices and summary["kind"] not in ("device", "device-string"):
+        if kinds is not None and summary["kind"] not in kinds:
             continue
         described[name] = summary
         if len(described) >= limit:
@@ -808,7 +889,8 @@ def describe_exception(exc, torch, with_locals=True, depth=0):
         record = frame_record(code.co_filename, tb.tb_lineno, code.co_name, code, tb.tb_lasti)
         if with_locals and record["user"]:
             record["locals"] = _describe_scope(frame.f_locals, torch)
-            record["globals"] = _describe_scope(frame.f_globals, torch, only_devices=True)
+            # globals: the devices and modules a function can see (tensors would be too many)
+            record["globals"] = _describe_scope(frame.f_globals, torch, kinds=("device", "device-string", "module"))
         if torch is not None and code.co_name == "forward":
             module = frame.f_locals.get("self")
             if isinstance(module, torch.nn.Module):
@@ -884,6 +966,8 @@ def write_evidence(outcome, exit_code, exception=None):
         } if STATE else None,
         "progress": STATE.progress() if STATE else None,
         "linears": STATE.linears if STATE else [],
+        "probes": sorted(STATE.probes) if STATE else [],
+        "inplace_ops": STATE.inplace_ops if STATE else None,
         "imported_files": _imported_user_files(CONFIG["script"]),
         "environment": _environment(torch),
         "files": {
@@ -971,10 +1055,15 @@ def main():
         import torch
     except ImportError:
         torch = None
+    recorder = None
     if torch is not None:
         OWNERSHIP.add_library_root(os.path.dirname(torch.__file__))
         install_torch_probes(STATE, torch)
+        if "inplace-ops" in STATE.probes:
+            recorder = install_inplace_probe(STATE, torch)
     install_argparse_probe(STATE)
+    if "target-size-warning" in STATE.probes:
+        install_target_size_probe()
 
     source = CONFIG["overlay"].get(script)
     if source is None:
@@ -999,7 +1088,11 @@ def main():
         install_file_guard(CONFIG["scratch"], CONFIG["created_log"], torch)
     try:
         code = compile(source, script, "exec", dont_inherit=True)
-        exec(code, main_module.__dict__)
+        if recorder is not None:
+            with recorder:
+                exec(code, main_module.__dict__)
+        else:
+            exec(code, main_module.__dict__)
     except SystemExit as exit_request:
         status = exit_request.code
         if status is None or status == 0:

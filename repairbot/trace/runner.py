@@ -71,6 +71,7 @@ class RunRequest:
     overlay: Mapping[Path, bytes] = field(default_factory=dict)  # candidate sources by path
     env: Mapping[str, str] = field(default_factory=dict)
     guard_files: bool = True
+    probes: frozenset[str] = frozenset()  # opt-in probes of the harness, by name
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ class SubprocessRunner:
             "progress_path": str(scratch / "progress.json"),
             "limits": request.limits.to_json(),
             "guard_files": request.guard_files,
+            "probes": sorted(request.probes),
             "overlay": {
                 str(path): base64.b64encode(data).decode("ascii")
                 for path, data in request.overlay.items()
