@@ -89,7 +89,7 @@ def _worse(before: RunResult, after: RunResult) -> bool:
 
 
 def _progress_text(progress: tuple[int, ...]) -> str:
-    steps, batches, forwards = (tuple(progress) + (0, 0, 0))[:3]
+    steps, batches, forwards = (*progress, 0, 0, 0)[:3]
     return f"{steps} optimizer steps, {batches} batches, {forwards} module calls"
 
 

@@ -16,7 +16,13 @@ from typing import Any
 
 from repairbot import registry
 from repairbot.trace.runner import RunRequest, SubprocessRunner
-from tests.support import PatternCase, copy_project, cuda_available, make_cuda_checkpoint, pattern_cases
+from tests.support import (
+    PatternCase,
+    copy_project,
+    cuda_available,
+    make_cuda_checkpoint,
+    pattern_cases,
+)
 
 _TRACEBACK_START = "Traceback (most recent call last):"
 
@@ -48,7 +54,7 @@ def recordable(case: PatternCase) -> bool:
 def probes_for(case: PatternCase) -> frozenset[str]:
     """What `repairbot fix` would have on: every pattern's cheap probes, this one's costly ones."""
     patterns = registry.all_patterns()
-    mine = next(p for p in patterns if p.ID == case.pattern_id)
+    mine = next(p for p in patterns if case.pattern_id == p.ID)
     return frozenset().union(*(p.PROBES for p in patterns)) | mine.RERUN_PROBES
 
 

@@ -42,7 +42,7 @@ VARIANTS: dict[str, Callable[[bytes], bytes]] = {
 
 
 def _pattern(case: PatternCase) -> Pattern:
-    return next(p for p in registry.all_patterns() if p.ID == case.pattern_id)
+    return next(p for p in registry.all_patterns() if case.pattern_id == p.ID)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
