@@ -97,6 +97,9 @@ class Pattern:
     RERUN_PROBES: ClassVar[frozenset[str]] = frozenset()
     # False for a diagnose-only pattern: it explains the failure and never edits.
     FIXES: ClassVar[bool] = True
+    # The standard remedy, for a failure known only from its text (`repairbot classify`);
+    # required of diagnose-only patterns.
+    REMEDY: ClassVar[str] = ""
     # Lines a fix of this pattern may change (the surgical-diff check of the case tests).
     MAX_CHANGED_LINES: ClassVar[int] = 1
     # True when the failure cannot be caused by the harness forcing a smaller batch size, so a

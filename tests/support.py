@@ -142,7 +142,12 @@ class PatternCase:
 
     @property
     def expects_fix(self) -> bool:
-        return self.config.get("expect", "fix") == "fix"
+        return self.expect == "fix"
+
+    @property
+    def expect(self) -> str:
+        """fix, decline, or diagnose (a diagnose-only pattern's decline with a remedy)."""
+        return str(self.config.get("expect", "fix"))
 
     @property
     def id(self) -> str:

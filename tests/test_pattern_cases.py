@@ -76,6 +76,11 @@ def test_locate_transform_and_fixed_point(case: PatternCase) -> None:
         assert isinstance(found, Decline), f"expected a decline, got a fix: {getattr(found, 'summary', found)}"
         assert found.reason
         assert not case.after.exists()
+        if case.expect == "diagnose":
+            assert found.diagnosis, "a diagnosis must carry the remedy"
+            if "site" in case.config:
+                assert found.file is not None
+                assert (_relative(case, found.file), found.line) == split_location(case.config["site"])
         return
     assert isinstance(found, Site), f"declined: {getattr(found, 'reason', found)}"
     site_file, site_line = split_location(case.config["site"])
@@ -112,9 +117,13 @@ def test_locate_transform_and_fixed_point(case: PatternCase) -> None:
 
 
 @pytest.mark.parametrize("pattern", registry.all_patterns(), ids=lambda p: p.ID)
-def test_every_pattern_has_fix_and_decline_cases(pattern: Pattern) -> None:
+def test_every_pattern_has_its_cases(pattern: Pattern) -> None:
     mine = [c for c in CASES if c.pattern_id == pattern.ID]
+    if not pattern.FIXES:
+        assert sum(c.expect == "diagnose" for c in mine) >= 2, "at least two diagnose cases"
+        assert all(c.expect == "diagnose" for c in mine), "a diagnose-only pattern has only diagnose cases"
+        return
     assert sum(c.expects_fix for c in mine) >= 4, "at least four fix cases"
-    assert sum(not c.expects_fix for c in mine) >= 2, "at least two decline cases"
+    assert sum(c.expect == "decline" for c in mine) >= 2, "at least two decline cases"
     for case in mine:
-        assert case.name.startswith("decline_") == (not case.expects_fix), case.id
+        assert case.name.startswith("decline_") == (case.expect == "decline"), case.id

@@ -36,6 +36,9 @@ def test_pattern_metadata(pattern: Pattern) -> None:
         assert sections.get(section), f"docstring section {section!r} missing"
     if pattern.FIXES:
         assert pattern.Transformer is not None
+    else:
+        assert pattern.REMEDY, "a diagnose-only pattern states the standard remedy"
+        assert pattern.APPLICABILITY is Applicability.DISPLAY_ONLY
 
 
 def test_select_by_id() -> None:

@@ -863,6 +863,30 @@ def _describe_scope(namespace, torch, kinds=None, limit=60):
     return described
 
 
+_MODULE_SIZES = ("num_embeddings", "embedding_dim", "padding_idx", "in_features", "out_features",
+                 "in_channels", "out_channels", "num_features", "input_size", "hidden_size")
+
+
+def _module_details(module, value, torch):
+    """What a failing module was built with, and the range of an integer input it received
+    (an Embedding given index 12 with num_embeddings=10, say)."""
+    details = {}
+    for name in _MODULE_SIZES:
+        size = getattr(module, name, None)
+        if isinstance(size, int) and not isinstance(size, bool):
+            details[name] = size
+    if isinstance(value, torch.Tensor):
+        details["input_shape"] = _shape(value)
+        details["input_dtype"] = str(value.dtype).replace("torch.", "")
+        if not value.is_floating_point() and not value.is_complex() and value.numel() and value.device.type != "meta":
+            try:
+                details["input_min"] = int(value.min())
+                details["input_max"] = int(value.max())
+            except Exception:
+                pass
+    return details
+
+
 def _trim_traceback(tb):
     """Drop the harness's own frames from the top of a traceback."""
     while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == _THIS_FILE:
@@ -895,6 +919,7 @@ def describe_exception(exc, torch, with_locals=True, depth=0):
             module = frame.f_locals.get("self")
             if isinstance(module, torch.nn.Module):
                 failing_module = _describe(module, torch)
+                failing_module.update(_module_details(module, frame.f_locals.get("input"), torch))
                 index = STATE.linear_index.get(module) if STATE is not None else None
                 if index is not None:
                     failing_linear = index
