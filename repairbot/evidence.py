@@ -159,6 +159,23 @@ def evidence_from_json(data: Mapping[str, Any], root: Path | None = None) -> Evi
     def rebase(frame: Frame) -> Frame:
         return _rebase(frame, root)
 
+    def rebase_site(site: str) -> str:
+        """A ``file:line`` string of a module description."""
+        file, _, line = site.rpartition(":")
+        return f"{rebase(Frame(file=file, line=0)).file}:{line}" if file and line.isdigit() else site
+
+    def rebase_description(value: Mapping[str, Any]) -> dict[str, Any]:
+        described = dict(value)
+        if isinstance(value.get("site"), str):
+            described["site"] = rebase_site(value["site"])
+        return described
+
+    def rebase_scope(scope: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        return {
+            kind: {name: rebase_description(value) for name, value in names.items()}
+            for kind, names in scope.items()
+        }
+
     def rebase_record(record: Mapping[str, Any]) -> dict[str, Any]:
         # probe records carry frames as plain mappings ("site", "module_site")
         rebased = dict(record)
@@ -172,6 +189,8 @@ def evidence_from_json(data: Mapping[str, Any], root: Path | None = None) -> Evi
         evidence,
         failure=_rebase_failure(evidence.failure, rebase) if evidence.failure else None,
         inplace_ops=tuple(rebase_record(op) for op in evidence.inplace_ops),
+        scopes={index: rebase_scope(scope) for index, scope in evidence.scopes.items()},
+        failing_module=rebase_description(evidence.failing_module) if evidence.failing_module else None,
         linears=tuple(replace(lt, site=rebase(lt.site) if lt.site else None) for lt in evidence.linears),
         stopped_at=rebase(evidence.stopped_at) if evidence.stopped_at else None,
         imported_files=tuple(

@@ -47,8 +47,10 @@ def all_patterns() -> tuple[Pattern, ...]:
     package = _patterns_package()
     found: list[Pattern] = []
     for info in pkgutil.iter_modules(package.__path__):
-        if not info.ispkg:
-            continue
+        if not info.ispkg or not any(
+            (Path(folder) / info.name / "pattern.py").is_file() for folder in package.__path__
+        ):
+            continue  # a folder without pattern.py is not (yet) a pattern
         module = importlib.import_module(f"{package.__name__}.{info.name}.pattern")
         classes = [
             obj for obj in vars(module).values()

@@ -212,6 +212,10 @@ _LIBRARY_PACKAGES = frozenset({"torch", "torchvision", "torchaudio", "PyInstalle
 _USER_PSEUDO_FILE = re.compile(r"^(?:<ipython-input-|<stdin>|Cell In ?\[|Input In ?\[)")
 
 
+# repairbot's own tracing harness, wherever repairbot is installed (or checked out).
+_HARNESS_FILE = "repairbot/trace/bootstrap.py"
+
+
 def is_user_path(path: str) -> bool:
     """Heuristic for paths as printed in logs: False for anything inside site-packages,
     dist-packages, a Python standard library folder (lib/pythonX.Y/, Lib\\ on Windows,
@@ -231,7 +235,7 @@ def is_user_path(path: str) -> bool:
     if path.startswith("<"):  # <frozen ...>, <string>, <decorator-gen-12>, ...
         return False
     norm = path.replace("\\", "/")
-    if _STDLIB_DIR.search(norm):
+    if _STDLIB_DIR.search(norm) or norm.endswith(_HARNESS_FILE):
         return False
     parts = [part for part in norm.split("/") if part]
     folders = parts[:-1]

@@ -8,12 +8,14 @@ are stored relative to the case's ``before/`` folder, and installed-library path
 from __future__ import annotations
 
 import json
+import re
 import sys
 import sysconfig
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import repairbot
 from repairbot import registry
 from repairbot.trace.runner import RunRequest, SubprocessRunner
 from tests.support import (
@@ -24,11 +26,15 @@ from tests.support import (
     pattern_cases,
 )
 
-_TRACEBACK_START = "Traceback (most recent call last):"
+# A traceback printed at the start of a line (a DataLoader worker's "Original Traceback (most
+# recent call last):" inside a message is not one); from the first, so a chain stays whole.
+_TRACEBACK_START = re.compile(r"^Traceback \(most recent call last\):", re.MULTILINE)
+_REPAIRBOT = str(Path(repairbot.__file__).resolve().parent)
 
 
 def _normalise_text(text: str, project: Path) -> str:
     text = text.replace(str(project) + "/", "").replace(str(project), ".")
+    text = text.replace(_REPAIRBOT, "<repairbot>")
     for key in ("purelib", "platlib", "stdlib"):
         prefix = sysconfig.get_paths()[key]
         label = "<site-packages>" if key != "stdlib" else "<stdlib>"
@@ -78,8 +84,8 @@ def record(case: PatternCase) -> None:
         )
         raw = json.loads((scratch / "run-1" / "evidence.json").read_text(encoding="utf-8"))
         stderr = result.stderr
-        start = stderr.rfind(_TRACEBACK_START)
-        traceback_text = stderr[start:] if start >= 0 else stderr
+        starts = [m.start() for m in _TRACEBACK_START.finditer(stderr)]
+        traceback_text = stderr[starts[0]:] if starts else stderr
         (case.folder / "traceback.txt").write_text(_normalise_text(traceback_text, project), encoding="utf-8")
         (case.folder / "evidence.json").write_text(
             json.dumps(_normalise(raw, project), indent=1, sort_keys=True) + "\n", encoding="utf-8"

@@ -887,11 +887,36 @@ def _module_details(module, value, torch):
     return details
 
 
+def _is_harness_frame(tb):
+    return os.path.abspath(tb.tb_frame.f_code.co_filename) == _THIS_FILE
+
+
 def _trim_traceback(tb):
-    """Drop the harness's own frames from the top of a traceback."""
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == _THIS_FILE:
+    """The traceback without the harness's own frames (its entry point at the top, and the
+    wrappers it puts between the script and torch: the DataLoader cut, the in-place recorder).
+
+    Tracebacks then read as they would without repairbot, and no harness frame is ever taken
+    for the user's code.
+    """
+    kept = []
+    while tb is not None:
+        if not _is_harness_frame(tb):
+            kept.append(tb)
         tb = tb.tb_next
-    return tb
+    rebuilt = None
+    for entry in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return rebuilt
+
+
+def _trim_chain(exc, seen=None):
+    """Trim every exception of a chain, as the printed traceback shows them all."""
+    seen = seen if seen is not None else set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = _trim_traceback(exc.__traceback__)
+        _trim_chain(exc.__cause__, seen)
+        exc = exc.__context__
 
 
 def _exception_type_name(exc):
@@ -1056,8 +1081,8 @@ def _print_exception(exc):
     The interpreter's default hook reads source lines from disk; the traceback module reads
     them through linecache, which holds the overlay: the lines that really ran.
     """
-    tb = _trim_traceback(exc.__traceback__)
-    exc.__traceback__ = tb
+    _trim_chain(exc)
+    tb = exc.__traceback__
     hook = sys.excepthook
     if hook is sys.__excepthook__:
         hook = traceback.print_exception

@@ -1,0 +1,1 @@
+"""Pattern batch-size-mismatch."""

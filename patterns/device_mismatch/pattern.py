@@ -1,0 +1,1189 @@
+"""device-mismatch: a tensor or module left on another device than the rest of the computation."""
+
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import (
+    FunctionScope,
+    GlobalScope,
+    MetadataWrapper,
+    ParentNodeProvider,
+    PositionProvider,
+    ScopeProvider,
+)
+
+from repairbot.codemod import ImportTable, append_keyword, dotted_name, is_torch_name, keyword_arg
+from repairbot.evidence import Evidence
+from repairbot.pattern import Pattern, SiteTransformer, signature, span_of
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+
+_DEVICE = r"(?:cpu|cuda|mps|xpu|hpu|npu|meta)(?::\d+)?"
+_SAME_DEVICE = r"Expected all tensors to be on the same device, but "
+# Creation functions that take a device= keyword; the tensor they return is made on the CPU
+# unless told otherwise.
+_FACTORIES = (
+    "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
+    "torch.randint", "torch.randperm", "torch.arange", "torch.linspace", "torch.logspace",
+    "torch.eye", "torch.tensor", "torch.as_tensor",
+)
+_DEVICE_NAMES = ("device", "dev", "DEVICE", "torch_device")
+_MOVE_METHODS = ("to", "cuda")
+_NEW_DEVICE_NAME = "device"
+
+
+# -- the transformer --------------------------------------------------------------------------
+
+
+class MoveToDevice(SiteTransformer):
+    """Applies one move: a statement inserted in a loop or after a statement, a move line
+    extended, ``.to(device)`` chained on a constructor call, or ``device=`` added to a
+    creation call; plus, at the extra span, a device variable introduced before a statement."""
+
+    def _statement(self, key: str) -> cst.BaseStatement:
+        return cst.parse_statement(str(self.site.params[key]) + "\n")
+
+    def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.BaseStatement:
+        if self.site.params["action"] != "insert-in-loop" or not self.at_site(original_node):
+            return updated_node
+        body = updated_node.body
+        if not isinstance(body, cst.IndentedBlock):
+            return updated_node
+        self.changes += 1
+        return updated_node.with_changes(
+            body=body.with_changes(body=[self._statement("statement"), *body.body])
+        )
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        if self.site.params["action"] != "extend-move" or not self.at_site(original_node):
+            return updated_node
+        new = self._statement("statement")
+        if not isinstance(new, cst.SimpleStatementLine) or not isinstance(new.body[0], cst.Assign):
+            return updated_node
+        self.changes += 1
+        return updated_node.with_changes(targets=new.body[0].targets, value=new.body[0].value)
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        action = self.site.params["action"]
+        if action not in ("chain-to", "device-keyword") or not self.at_site(original_node):
+            return updated_node
+        device = cst.parse_expression(str(self.site.params["device"]))
+        if action == "chain-to":
+            self.changes += 1
+            return cst.Call(func=cst.Attribute(value=updated_node, attr=cst.Name("to")), args=[cst.Arg(device)])
+        if keyword_arg(updated_node, "device") is not None:
+            return updated_node
+        self.changes += 1
+        return append_keyword(updated_node, "device", device)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        return updated_node.with_changes(body=self._insert(original_node.body, updated_node.body))
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return updated_node.with_changes(body=self._insert(original_node.body, updated_node.body))
+
+    def _insert(
+        self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        """The block's statements with the insertions that belong next to its own children."""
+        result: list[cst.BaseStatement] = []
+        for before, after in zip(original, updated, strict=True):
+            span = self.span(before)
+            if span in self.site.extra_spans and isinstance(after, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+                # the device line goes first; blank lines above the anchor move above it
+                device_line = self._statement("device_line")
+                leading = list(after.leading_lines)
+                blank = 0
+                while blank < len(leading) and leading[blank].comment is None:
+                    blank += 1
+                result.append(device_line.with_changes(leading_lines=leading[:blank]))
+                after = after.with_changes(leading_lines=leading[blank:])
+                self.changes += 1
+            result.append(after)
+            if span == self.site.span and self.site.params["action"] == "insert-after":
+                result.append(self._statement("statement"))
+                self.changes += 1
+        return result
+
+
+# -- the pattern -------------------------------------------------------------------------------
+
+
+class DeviceMismatch(Pattern):
+    """Moves the tensor or module that stayed on the CPU to the device of the rest, once, where it is made.
+
+    What it fixes:
+        A script that runs on a GPU but leaves one operand behind on the CPU: the batch of a
+        DataLoader loop never moved (``for x, y in loader:`` without ``x.to(device)``), the
+        labels forgotten while the inputs are moved, the model built but never moved, or a
+        tensor created inside ``forward`` (``torch.zeros(x.size(0), 16)``) without a device.
+
+    Why it fails:
+        Every operand of one operation must be on the same device: ``RuntimeError: Expected
+        all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!
+        (when checking argument for argument mat1 in method wrapper_CUDA_addmm)``; newer
+        releases say ``but got mat1 is on cpu, different from other tensors on cuda:0``, older
+        ones ``Tensor for argument #2 'mat1' is on CPU, but expected it to be on GPU``,
+        ``Expected object of device type cuda but got device type cpu`` or ``Expected object
+        of backend CUDA but got backend CPU``; convolutions say ``Input type
+        (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same``.
+        The message names the two devices (and at most an argument of a kernel); the traced
+        locals at the failing line say which variable is on which device, and the source says
+        where that variable was made: the loop that unpacks the batch, the line that builds
+        the model, the call that creates the tensor.
+
+    Example:
+        ``for x, y in loader:`` feeding a model moved with ``.to(device)`` gets
+        ``x, y = x.to(device), y.to(device)`` as the first line of the loop body (the labels
+        too: the loss would fail next); ``model = Net()`` becomes ``model = Net().to(device)``;
+        ``torch.zeros(x.size(0), 16)`` in ``forward`` gets ``device=x.device``. The script's
+        own device variable is used; when it has none, ``device = torch.device("cuda" if
+        torch.cuda.is_available() else "cpu")`` is added at the top of the function (or after
+        the imports).
+
+    Fix safety:
+        Safe when the script's own device variable (or the device of a tensor already on the
+        right device) does the move: it only puts data where the script already meant it to
+        be. Unsafe when a device variable is introduced: the new line picks the GPU whenever
+        one is available, which the script's author may not have intended everywhere.
+
+    Not handled:
+        A tensor made inside an expression (a helper's return value) or held in a plain
+        attribute (``self.scale = torch.ones(...)``: the remedy is ``register_buffer``); a
+        model split across several GPUs on purpose (``cuda:1 and cuda:0``); a model with
+        parameters on both devices; a value assigned in several places or reaching the
+        failing line from outside the project's code; Apple MPS and other accelerators' own
+        message forms.
+    """
+
+    ID = "device-mismatch"
+    TITLE = "Tensors or modules on different devices in one operation"
+    TAGS = frozenset({"device"})
+    APPLICABILITY = Applicability.SAFE
+    SIGNATURES = (
+        # 1.8 and later; the suffix naming the argument from about 1.10
+        signature(
+            "RuntimeError",
+            _SAME_DEVICE + rf"found at least two devices, (?P<device_a>{_DEVICE}) and (?P<device_b>{_DEVICE})!"
+            r"(?: \(when checking argument for argument (?P<argument>\w+) in method (?P<kernel>\w+)\))?",
+        ),
+        # newest form: the odd argument and the device of the others
+        signature(
+            "RuntimeError",
+            _SAME_DEVICE + rf"got (?P<argument>\w+) is on (?P<device_a>{_DEVICE}), different from other tensors "
+            rf"on (?P<device_b>{_DEVICE})(?: \(when checking argument in method (?P<kernel>\w+)\))?",
+        ),
+        # convolutions: only where the cuda prefix differs (scalar types differing is dtype-mismatch)
+        signature(
+            "RuntimeError",
+            r"Input type \((?P<input_type>torch\.cuda\.[A-Za-z]+Tensor|CUDA[A-Za-z]+Type)\) and weight type "
+            r"\((?P<weight_type>torch\.[A-Za-z]+Tensor|CPU[A-Za-z]+Type)\) should be the same",
+        ),
+        signature(
+            "RuntimeError",
+            r"Input type \((?P<input_type>torch\.[A-Za-z]+Tensor|CPU[A-Za-z]+Type)\) and weight type "
+            r"\((?P<weight_type>torch\.cuda\.[A-Za-z]+Tensor|CUDA[A-Za-z]+Type)\) should be the same",
+        ),
+        # 1.5 to 1.7 (the RNN variant names 'out' first and says "them")
+        signature(
+            "RuntimeError",
+            r"Tensor for (?:argument #\d+ )?'(?P<argument>\w+)' is on (?P<device_a>CPU|GPU(?: \d+)?), .*?"
+            r"but expected (?:it|them) to be on (?P<device_b>CPU|GPU(?: \d+)?)",
+        ),
+        # 1.0 to 1.4
+        signature(
+            "RuntimeError",
+            r"Expected object of device type (?P<device_b>cuda|cpu) but got device type (?P<device_a>cuda|cpu) "
+            r"for argument #\d+ '(?P<argument>\w+)'",
+        ),
+        # up to 1.1
+        signature(
+            "RuntimeError",
+            r"Expected object of backend (?P<device_b>CUDA|CPU) but got backend (?P<device_a>CUDA|CPU) "
+            r"for argument #\d+ '(?P<argument>\w+)'",
+        ),
+    )
+    EVIDENCE = frozenset({"locals"})
+    MAX_CHANGED_LINES = 2
+    BATCH_INVARIANT = True
+    Transformer = MoveToDevice
+
+    def match(self, failure: Failure) -> re.Match[str] | None:
+        found = super().match(failure)
+        if found is None:
+            return None
+        devices = message_devices(found)
+        # "Expected object of backend CPU but got backend CPU" is no device mismatch
+        return found if devices is None or devices[0] != devices[1] else None
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        frame = failure.user_frame
+        if frame is None:
+            return self.decline("the operation that mixes devices runs inside a library, with no frame in the project's code")
+        if evidence is None or evidence.failure is None:
+            return self.decline("no traced run tells which variable is on which device")
+        devices = message_devices(match)
+        if devices is None:
+            return self.decline("the message does not name the two devices")
+        if devices[0] != "cpu" and devices[1] != "cpu":
+            return self.decline(
+                f"both devices are accelerators ({devices[0]} and {devices[1]}): the model is placed across "
+                "devices on purpose, and which one each tensor belongs on is the script's design",
+                diagnosis=f"move the tensor explicitly where it passes from one device to the other (e.g. `.to(\"{devices[0]}\")`)",
+                at=frame,
+            )
+        target = devices[0] if devices[1] == "cpu" else devices[1]
+        return _Locator(self, failure, match, evidence, sources, target).locate()
+
+
+# -- the message ------------------------------------------------------------------------------
+
+
+def normalise_device(text: str) -> str:
+    """``cpu``, ``cuda``, ``cuda:1``... from any spelling a device-mismatch message uses."""
+    text = text.strip()
+    if text.startswith(("torch.cuda.", "CUDA")):
+        return "cuda"
+    if text.startswith(("torch.", "CPU")):
+        return "cpu"
+    lower = text.lower()
+    if lower.startswith("gpu"):
+        index = lower[3:].strip()
+        return f"cuda:{index}" if index else "cuda"
+    return lower
+
+
+def message_devices(match: re.Match[str]) -> tuple[str, str] | None:
+    """The two devices a message names (for a convolution: the input's, then the weight's)."""
+    groups = match.groupdict()
+    for first, second in (("input_type", "weight_type"), ("device_a", "device_b")):
+        if groups.get(first) and groups.get(second):
+            return normalise_device(groups[first]), normalise_device(groups[second])
+    return None
+
+
+def same_device(a: str, b: str) -> bool:
+    """``cuda`` and ``cuda:0`` are the same device for this purpose; ``cuda:0`` and ``cuda:1`` not."""
+    kind_a, _, index_a = a.partition(":")
+    kind_b, _, index_b = b.partition(":")
+    return kind_a == kind_b and (not index_a or not index_b or index_a == index_b)
+
+
+# -- the failing code, resolved against the traced locals ----------------------------------
+
+
+@dataclass(frozen=True)
+class _Operand:
+    """A name of the failing expression that the run described as a tensor or a module."""
+
+    name: str
+    kind: str  # "tensor" or "module"
+    devices: tuple[str, ...]
+    info: Mapping[str, Any]
+    parameter: bool  # a parameter of the frame's function: its value came from the caller
+
+    @property
+    def device(self) -> str:
+        return self.devices[0] if len(self.devices) == 1 else "+".join(self.devices)
+
+    def on(self, device: str) -> bool:
+        return bool(self.devices) and all(same_device(d, device) for d in self.devices)
+
+    def describe(self) -> str:
+        if self.kind == "module":
+            return f"{self.name} ({self.info.get('type', 'module')})"
+        shape = "x".join(str(s) for s in self.info.get("shape") or ())
+        return f"{self.name} ({shape} {self.info.get('dtype', '')})".replace(" )", ")")
+
+
+@dataclass
+class _View:
+    """One user frame of the failure: its file parsed, the failing expression and its scope."""
+
+    frame: Frame
+    path: Path
+    wrapper: MetadataWrapper
+    positions: Mapping[cst.CSTNode, Span]
+    parents: Mapping[cst.CSTNode, cst.CSTNode]
+    expression: cst.CSTNode
+    statement: cst.CSTNode
+    function: cst.FunctionDef | None
+    scope: Mapping[str, Mapping[str, Any]]
+    operands: list[_Operand] = field(default_factory=list)
+    unrecorded: list[str] = field(default_factory=list)  # operands the run could not describe
+
+    @property
+    def location(self) -> str:
+        return f"{self.path.name}:{self.frame.line}"
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.wrapper.module.code_for_node(node).strip()
+
+    def described(self, name: str) -> Mapping[str, Any] | None:
+        found = self.scope.get("locals", {}).get(name)
+        return found if found is not None else self.scope.get("globals", {}).get(name)
+
+
+def _parameter_names(function: cst.FunctionDef | None) -> set[str]:
+    if function is None:
+        return set()
+    params = function.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    return names
+
+
+class _Operands(cst.CSTVisitor):
+    """Names read by an expression, attributes read off them, and calls of unknown functions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self.attributes: list[cst.Attribute] = []
+        self.calls: list[cst.Call] = []
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        if node.value not in self.names:
+            self.names.append(node.value)
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        # `self.scale` is an operand; its `.scale` part is no name of its own, and the inner
+        # links of `self.fc.weight` are no operands of their own either
+        self.attributes.append(node)
+        base: cst.BaseExpression = node.value
+        while isinstance(base, cst.Attribute):
+            base = base.value
+        base.visit(self)
+        return False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.calls.append(node)
+        func = node.func
+        # `self.fc1(x)` uses self; `h.size(0)` uses h: the callee's base is the operand
+        (func.value if isinstance(func, cst.Attribute) else func).visit(self)
+        for arg in node.args:
+            arg.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class _Attribution:
+    """Where the operands that stayed behind are used, and what is already on the target."""
+
+    view: _View
+    stayed: list[_Operand]
+    ahead: list[_Operand]  # from the innermost frame that has any
+
+
+class _Locator:
+    """One ``locate``: the evidence read, the site chosen or the refusal reasoned."""
+
+    def __init__(
+        self, pattern: DeviceMismatch, failure: Failure, match: re.Match[str], evidence: Evidence,
+        sources: Sources, target: str,
+    ) -> None:
+        self.pattern = pattern
+        self.failure = failure
+        self.match = match
+        self.evidence = evidence
+        self.sources = sources
+        self.target = target
+        self.behind = "cpu"
+
+    # entry ------------------------------------------------------------------------------
+    def locate(self) -> Site | Decline:
+        found = self._attribute()
+        if isinstance(found, Decline):
+            return found
+        kinds = {o.kind for o in found.stayed}
+        if len(kinds) > 1:
+            names = ", ".join(o.name for o in found.stayed)
+            return self.decline(f"both a module and tensors are left on {self.behind} at {found.view.location} ({names}): more than one thing to move")
+        if kinds == {"module"}:
+            if len(found.stayed) > 1:
+                names = ", ".join(o.name for o in found.stayed)
+                return self.decline(f"several modules are on {self.behind} at {found.view.location} ({names})")
+            return self._fix_module(found)
+        return self._fix_tensors(found)
+
+    def decline(self, reason: str, diagnosis: str | None = None, at: Frame | None = None) -> Decline:
+        return self.pattern.decline(reason, diagnosis=diagnosis, at=at)
+
+    # evidence ---------------------------------------------------------------------------
+    def _view(self, frame: Frame) -> _View | Decline:
+        path = Path(frame.file)
+        try:
+            source = re.split(r"\r\n|\r|\n", self.sources.current(path).decode("utf-8", "replace"))
+        except OSError:
+            return self.decline(f"cannot read {path.name}")
+        current = source[frame.line - 1].strip() if 0 < frame.line <= len(source) else None
+        if frame.code is not None and current != frame.code:
+            # the traced lines are not the lines of this source: a fix moved them
+            return self.decline(f"the source of {path.name}:{frame.line} is not what the traced run executed")
+        wrapper = self.sources.metadata(path)
+        positions = {node: span_of(r) for node, r in wrapper.resolve(PositionProvider).items()}
+        parents = wrapper.resolve(ParentNodeProvider)
+        expression = _expression_at(positions, frame)
+        if expression is None:
+            return self.decline(f"cannot find the failing expression at {path.name}:{frame.line}")
+        statement = expression
+        while not isinstance(statement, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+            parent = parents.get(statement)
+            if parent is None:
+                return self.decline(f"cannot find the statement at {path.name}:{frame.line}")
+            statement = parent
+        function = _enclosing(parents, statement, cst.FunctionDef)
+        view = _View(
+            frame=frame, path=path, wrapper=wrapper, positions=positions, parents=parents,
+            expression=expression, statement=statement,
+            function=function if isinstance(function, cst.FunctionDef) else None,
+            scope=self.evidence.scope(frame),
+        )
+        self._resolve_operands(view)
+        return view
+
+    def _resolve_operands(self, view: _View) -> None:
+        visitor = _Operands()
+        view.expression.visit(visitor)
+        params = _parameter_names(view.function)
+        for name in visitor.names:
+            info = view.described(name)
+            if info is None or info.get("kind") not in ("tensor", "module"):
+                continue
+            devices = (info.get("device"),) if info.get("kind") == "tensor" else tuple(info.get("devices") or ())
+            if not all(isinstance(d, str) for d in devices) or not devices:
+                continue  # a module without parameters is on no device
+            view.operands.append(_Operand(name, str(info["kind"]), tuple(map(str, devices)), info, name in params))
+        described = {o.name for o in view.operands}
+        callees = {id(c.func) for c in visitor.calls}
+        imports = ImportTable(view.wrapper.module)
+        for attribute in visitor.attributes:
+            base = attribute.value
+            if id(attribute) in callees or not isinstance(base, cst.Name) or base.value not in described:
+                continue
+            info = view.described(base.value) or {}
+            if info.get("kind") == "module":  # self.scale: an attribute the run did not describe
+                view.unrecorded.append(view.code(attribute))
+        for call in visitor.calls:
+            if call is view.expression:
+                continue
+            head = call.func.value if isinstance(call.func, cst.Attribute) else call.func
+            root = (dotted_name(head) or "").split(".")[0]
+            if root in described or (root not in imports.aliases and hasattr(builtins, root)):
+                continue  # a method of a traced tensor, a traced module's layer, len(...)
+            if any(view.code(call) in outer for outer in view.unrecorded):
+                continue
+            qualified = imports.qualify(call.func)
+            if qualified and qualified.split(".")[0] == "torch" and not is_torch_name(qualified, *_FACTORIES):
+                continue  # torch's own functions keep their inputs' device
+            view.unrecorded.append(view.code(call))
+
+    def _attribute(self) -> _Attribution | Decline:
+        """The innermost frame where operands on the wrong device are the frame's own.
+
+        Operands that are parameters of the frame's function (``x`` in ``forward(self, x)``)
+        came from the caller: the search moves out to the calling frame.
+        """
+        frames = [f for f in self.failure.frames if f.user]
+        ahead: list[_Operand] = []
+        for frame in reversed(frames):
+            view = self._view(frame)
+            if isinstance(view, Decline):
+                return view
+            mixed = [o for o in view.operands if o.kind == "module" and len(o.devices) > 1]
+            if mixed:
+                module = mixed[0]
+                return self.decline(
+                    f"`{module.name}` has parameters on {' and '.join(module.devices)} at {view.location}: "
+                    "part of the model was built or replaced after it was moved",
+                    diagnosis="move the model to the device after every submodule is built (and re-move it after replacing a layer)",
+                    at=frame,
+                )
+            stayed = [o for o in view.operands if o.on(self.behind)]
+            # what is already on the target: at the attributed frame, else the innermost that shows it
+            ahead = [o for o in view.operands if o.on(self.target)] or ahead
+            if not stayed:
+                return self._unresolvable(view)
+            if all(o.parameter for o in stayed):
+                continue
+            if any(o.parameter for o in stayed):
+                return self.decline(
+                    f"at {view.location} some operands on {self.behind} come from the caller and some from "
+                    f"{view.frame.function}() itself ({', '.join(o.name for o in stayed)})"
+                )
+            precise = next((d for o in ahead for d in o.devices if same_device(d, self.target)), None)
+            if precise and ":" not in self.target:
+                self.target = precise  # "torch.cuda.FloatTensor" says cuda; the trace says cuda:0
+            return _Attribution(view, stayed, ahead)
+        return self.decline(
+            f"the operands on {self.behind} reach the project's code from outside it (no calling frame of the "
+            "project says where they were made)",
+            at=frames[0] if frames else None,
+        )
+
+    def _unresolvable(self, view: _View) -> Decline:
+        code = view.code(view.expression)
+        short = code if len(code) <= 60 else code[:57] + "..."
+        if view.unrecorded:
+            what = ", ".join(f"`{u}`" for u in view.unrecorded)
+            reason = (
+                f"no variable of `{short}` at {view.location} is on {self.behind}: the tensor on {self.behind} "
+                f"is {what}, which the run does not trace to a line that could move it"
+            )
+        else:
+            reason = f"no variable of `{short}` at {view.location} was traced on {self.behind}; what stayed behind cannot be attributed"
+        attributes = [u for u in view.unrecorded if re.fullmatch(r"self\.\w+", u)]
+        if attributes:
+            attr = attributes[0].split(".", 1)[1]
+            diagnosis = (
+                f"`{attributes[0]}` is a plain tensor attribute, and Module.to() moves only parameters and buffers: "
+                f"register it in __init__ with self.register_buffer(\"{attr}\", ...)"
+            )
+        else:
+            diagnosis = f"create that tensor on the device of the others (device=..., or .to(...) on its result) at {view.location}"
+        return self.decline(reason, diagnosis=diagnosis, at=view.frame)
+
+    # fixes ------------------------------------------------------------------------------
+    def _fix_tensors(self, found: _Attribution) -> Site | Decline:
+        view = found.view
+        names = [o.name for o in found.stayed]
+        loop = self._loop_binding(view, names)
+        if loop is not None:
+            return self._move_in_loop(found, loop)
+        binding = self._binding(view, names)
+        if isinstance(binding, Decline):
+            return binding
+        assign, statement = binding
+        factory = self._factory_call(view, assign)
+        if factory is not None:
+            return self._add_device_keyword(found, factory)
+        return self._move_after(found, statement)
+
+    def _loop_binding(self, view: _View, names: Sequence[str]) -> cst.For | None:
+        """The innermost loop around the failing line whose target binds one of ``names``."""
+        node: cst.CSTNode | None = view.statement
+        while node is not None and not isinstance(node, cst.FunctionDef | cst.ClassDef):
+            if isinstance(node, cst.For) and set(names) & set(_bound_names(node.target)):
+                return node
+            node = view.parents.get(node)
+        return None
+
+    def _movable(self, view: _View, candidates: Sequence[str]) -> list[str]:
+        """Of the names a loop or a statement binds, the tensors the run saw on the wrong device."""
+        movable = []
+        for name in candidates:
+            info = view.described(name) or {}
+            if info.get("kind") == "tensor" and same_device(str(info.get("device")), self.behind):
+                movable.append(name)
+        return movable
+
+    def _move_in_loop(self, found: _Attribution, loop: cst.For) -> Site | Decline:
+        view = found.view
+        if not isinstance(loop.body, cst.IndentedBlock):
+            return self.decline(f"the loop at {view.path.name}:{view.positions[loop].line} is written on one line")
+        movable = self._movable(view, _bound_names(loop.target))
+        left = [o.name for o in found.stayed if o.name not in movable]
+        if left:
+            return self.decline(f"{_and(left)} on {self.behind} at {view.location} does not come from the loop that binds the batch")
+        existing = self._existing_move(view, loop.body, after=None)
+        if existing is not None:
+            return self._extend_move(found, existing, movable)
+        device = self._device_for(view, loop)
+        if isinstance(device, Decline):
+            return device
+        statement = _move_statement(movable, device.code)
+        line = view.positions[loop].line
+        return self._site(
+            found, view.path, view.positions[loop], "insert-in-loop", device,
+            params={"statement": statement},
+            summary=f"Moved {_and(movable)} to {device.code} in the loop at {view.path.name}:{line}",
+        )
+
+    def _existing_move(
+        self, view: _View, block: cst.IndentedBlock, after: cst.CSTNode | None
+    ) -> tuple[cst.Assign, list[str], cst.Call] | None:
+        """A statement of the block, before the failing line (and after ``after``), that moves
+        part of the batch: ``x = x.to(device)`` or ``x, y = x.to(device), y.to(device)``."""
+        started = after is None
+        failing = _child_in(view.parents, view.statement, block)
+        for statement in block.body:
+            if statement is failing:
+                return None
+            if statement is after:
+                started = True
+                continue
+            if not started or not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                move = _parse_move(small)
+                if move is not None:
+                    return move
+        return None
+
+    def _extend_move(
+        self, found: _Attribution, existing: tuple[cst.Assign, list[str], cst.Call], movable: list[str]
+    ) -> Site | Decline:
+        view = found.view
+        assign, moved, call = existing
+        missing = [n for n in movable if n not in moved]
+        span = view.positions[assign]
+        if not missing:
+            return self.decline(
+                f"{_and([o.name for o in found.stayed])} is already moved at {view.path.name}:{span.line}, "
+                f"yet was on {self.behind} at {view.location}"
+            )
+        base = cst.ensure_type(cst.ensure_type(call.func, cst.Attribute).value, cst.Name).value
+        template = view.code(call)[len(base):]  # `.to(device, non_blocking=True)`
+        values = [view.code(v.value) for v in _tuple_elements(assign.value)]
+        statement = f"{', '.join([*moved, *missing])} = {', '.join([*values, *(n + template for n in missing)])}"
+        method = cst.ensure_type(call.func, cst.Attribute)
+        device = _Device(
+            code=view.code(call.args[0].value) if call.args else method.attr.value + "()",
+            name=None, info=None, introduced=None,
+        )
+        return self._site(
+            found, view.path, span, "extend-move", device,
+            params={"statement": statement},
+            summary=f"Added {_and(missing)} to the move at {view.path.name}:{span.line}",
+        )
+
+    def _binding(self, view: _View, names: Sequence[str]) -> tuple[cst.Assign, cst.SimpleStatementLine] | Decline:
+        """The one assignment, before the failing line in the same function, that binds ``names``."""
+        owner: cst.CSTNode = view.function if view.function is not None else view.wrapper.module
+        failing_line = view.positions[view.statement].line
+        found: dict[str, list[tuple[cst.Assign, cst.SimpleStatementLine]]] = {n: [] for n in names}
+        for statement, small in _assignments(owner):
+            # the failing statement's own assignment comes after its right-hand side ran
+            if statement is view.statement or view.positions[statement].line >= failing_line:
+                continue
+            bound = {n for target in small.targets for n in _bound_names(target.target)}
+            for name in names:
+                if name in bound:
+                    found[name].append((small, statement))
+        for name, bindings in found.items():
+            if not bindings:
+                return self.decline(
+                    f"`{name}` on {self.behind} at {view.location} is not assigned by a plain assignment before that line",
+                    diagnosis=f"move `{name}` to the device where it is made (.to(device))",
+                    at=view.frame,
+                )
+            if len(bindings) > 1:
+                lines = ", ".join(str(view.positions[s].line) for _, s in bindings)
+                return self.decline(
+                    f"`{name}` is assigned in several places before {view.location} (lines {lines}); which one left it on "
+                    f"{self.behind} is not certain",
+                    diagnosis=f"move `{name}` to the device where it is made (.to(device))",
+                    at=view.frame,
+                )
+        statements = {id(b[0][1]) for b in found.values()}
+        if len(statements) > 1:
+            return self.decline(f"{_and(list(names))} on {self.behind} at {view.location} are made in different statements")
+        return next(iter(found.values()))[0]
+
+    def _factory_call(self, view: _View, assign: cst.Assign) -> cst.Call | None:
+        value = assign.value
+        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name) or not isinstance(value, cst.Call):
+            return None
+        if not is_torch_name(ImportTable(view.wrapper.module).qualify(value.func), *_FACTORIES):
+            return None
+        return value
+
+    def _add_device_keyword(self, found: _Attribution, call: cst.Call) -> Site | Decline:
+        view = found.view
+        if keyword_arg(call, "device") is not None or any(a.star for a in call.args):
+            return self.decline(
+                f"`{view.code(call)}` already says which device (or forwards **kwargs), yet made a tensor on {self.behind}"
+            )
+        name = _bound_names(cst.ensure_type(view.parents[call], cst.Assign).targets[0].target)[0]
+        device = self._input_device(view) or self._device_for(view, call)
+        if isinstance(device, Decline):
+            return device
+        span = view.positions[call]
+        return self._site(
+            found, view.path, span, "device-keyword", device,
+            params={},
+            summary=f"Created {name} on {device.phrase}: added device={device.code} to {_compact(view.code(call))} "
+            f"at {view.path.name}:{span.line}",
+        )
+
+    def _input_device(self, view: _View) -> _Device | None:
+        """``x.device`` for a tensor parameter of the function that is already on the target."""
+        for name in sorted(_parameter_names(view.function), key=lambda n: _param_order(view.function, n)):
+            info = view.described(name) or {}
+            if info.get("kind") == "tensor" and same_device(str(info.get("device")), self.target):
+                return _Device(code=f"{name}.device", name=name, info=info, introduced=None)
+        return None
+
+    def _move_after(self, found: _Attribution, statement: cst.SimpleStatementLine) -> Site | Decline:
+        view = found.view
+        bound = [n for small in statement.body if isinstance(small, cst.Assign) for t in small.targets for n in _bound_names(t.target)]
+        movable = self._movable(view, bound)
+        block = view.parents.get(statement)
+        if isinstance(block, cst.IndentedBlock):
+            existing = self._existing_move(view, block, after=statement)
+            if existing is not None:
+                return self._extend_move(found, existing, movable)
+        device = self._device_for(view, statement)
+        if isinstance(device, Decline):
+            return device
+        span = view.positions[statement]
+        where = f"after {view.path.name}:{span.line}"
+        return self._site(
+            found, view.path, span, "insert-after", device,
+            params={"statement": _move_statement(movable, device.code)},
+            summary=f"Moved {_and(movable)} to {device.code} right {where}, where {'they are' if len(movable) > 1 else 'it is'} assigned",
+        )
+
+    def _fix_module(self, found: _Attribution) -> Site | Decline:
+        """The model moved where the failing frame binds it (``model = build()``), else where it was built."""
+        view = found.view
+        module = found.stayed[0]
+        binding = self._binding(view, [module.name])
+        if not isinstance(binding, Decline):
+            assign, statement = binding
+            return self._move_module(found, view, assign, statement, module.name)
+        built = self._construction(view, module)
+        if isinstance(built, Decline):
+            return built
+        return self._move_module(found, *built, module.name)
+
+    def _construction(self, view: _View, module: _Operand) -> tuple[_View, cst.Assign, cst.SimpleStatementLine] | Decline:
+        """The assignment at the module's traced construction site, in its file's own view."""
+        where = re.fullmatch(r"(.+):(\d+)", str(module.info.get("site") or ""))
+        path = self._project_file(where.group(1)) if where else None
+        if where is None or path is None:
+            return self.decline(
+                f"`{module.name}` on {self.behind} was built outside the project's code",
+                diagnosis=f"call `{module.name}.to(device)` after it is built", at=view.frame,
+            )
+        line = int(where.group(2))
+        wrapper = self.sources.metadata(path)
+        positions = {node: span_of(r) for node, r in wrapper.resolve(PositionProvider).items()}
+        statement = next(
+            (n for n, s in positions.items() if isinstance(n, cst.SimpleStatementLine) and s.line <= line <= s.end_line),
+            None,
+        )
+        assign = statement.body[0] if statement is not None and len(statement.body) == 1 else None
+        if statement is None or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+            return self.decline(
+                f"`{module.name}` is built at {path.name}:{line} in a statement that is not a plain assignment",
+                diagnosis=f"call `.to(device)` on the model built at {path.name}:{line}", at=view.frame,
+            )
+        parents = wrapper.resolve(ParentNodeProvider)
+        function = _enclosing(parents, statement, cst.FunctionDef)
+        build = _View(
+            frame=Frame(str(path), line), path=path, wrapper=wrapper, positions=positions, parents=parents,
+            expression=assign.value, statement=statement,
+            function=function if isinstance(function, cst.FunctionDef) else None,
+            scope=self._scope_at(path, wrapper, statement),
+        )
+        return build, assign, statement
+
+    def _move_module(
+        self, found: _Attribution, where: _View, assign: cst.Assign, statement: cst.SimpleStatementLine, name: str
+    ) -> Site | Decline:
+        line = where.positions[statement].line
+        location = f"{where.path.name}:{line}"
+        value = assign.value
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in (*_MOVE_METHODS, "cpu"):
+            return self.decline(
+                f"the model is built with `.{value.func.attr.value}(...)` at {location}, yet its parameters were on "
+                f"{self.behind} at {found.view.location}: something moves it back or replaces its layers",
+                at=found.view.frame,
+            )
+        device = self._device_for(where, statement)
+        if isinstance(device, Decline):
+            return device
+        target = assign.targets[0].target
+        if isinstance(value, cst.Call) and len(assign.targets) == 1 and isinstance(target, cst.Name | cst.Attribute):
+            new = f"{where.code(value)}.to({device.code})"
+            return self._site(
+                found, where.path, where.positions[value], "chain-to", device,
+                params={},
+                summary=f"Moved the model to {device.code} where it is made at {location}: "
+                f"{_compact(where.code(value))} -> {_compact(new)}",
+            )
+        # `model, criterion = Net(), nn.CrossEntropyLoss()`: a line of its own after the statement
+        bound = [n for t in assign.targets for n in _bound_names(t.target)]
+        if name not in bound and len(bound) != 1:
+            return self.decline(
+                f"the statement at {location} binds several names; which one is the model is not certain",
+                diagnosis=f"call `.to(device)` on the model built at {location}", at=found.view.frame,
+            )
+        model = name if name in bound else bound[0]
+        return self._site(
+            found, where.path, where.positions[statement], "insert-after", device,
+            params={"statement": f"{model}.to({device.code})"},
+            summary=f"Moved the model to {device.code} right after it is made at {location}",
+        )
+
+    # devices ----------------------------------------------------------------------------
+    def _scope_at(self, path: Path, wrapper: MetadataWrapper, node: cst.CSTNode) -> Mapping[str, Mapping[str, Any]]:
+        """The traced scope of the frame running the function around ``node`` (else the module's globals)."""
+        parents = wrapper.resolve(ParentNodeProvider)
+        positions = wrapper.resolve(PositionProvider)
+        function = _enclosing(parents, node, cst.FunctionDef)
+        globals_only: Mapping[str, Mapping[str, Any]] = {}
+        for frame in self.failure.frames:
+            if not frame.user or Path(frame.file).resolve() != path.resolve():
+                continue
+            scope = self.evidence.scope(frame)
+            if function is None and frame.function == "<module>":
+                return scope
+            if function is not None:
+                where = positions[function]
+                if isinstance(function, cst.FunctionDef) and function.name.value == frame.function and (
+                    where.start.line <= frame.line <= where.end.line
+                ):
+                    return scope
+            globals_only = globals_only or {"locals": {}, "globals": scope.get("globals", {})}
+        return globals_only
+
+    def _device_for(self, view: _View, anchor: cst.CSTNode) -> _Device | Decline:
+        """The script's device variable visible at ``anchor``, or a device line to introduce."""
+        scopes = view.wrapper.resolve(ScopeProvider)
+        here = scopes.get(anchor)
+        anchor_line = view.positions[anchor].line
+        usable: list[tuple[str, Mapping[str, Any]]] = []
+        other: list[tuple[str, Mapping[str, Any]]] = []
+        for kind in ("locals", "globals"):
+            for name, info in view.scope.get(kind, {}).items():
+                if info.get("kind") not in ("device", "device-string") or any(name == n for n, _ in usable + other):
+                    continue
+                if info.get("kind") == "device-string" and "dev" not in name.lower():
+                    continue  # a "cpu" string in a variable not named like a device is a coincidence
+                if here is None or not _visible(here, name, anchor_line, view.positions):
+                    continue
+                (usable if same_device(str(info.get("value")), self.target) else other).append((name, info))
+        if usable:
+            usable.sort(key=lambda item: (_DEVICE_NAMES.index(item[0]) if item[0] in _DEVICE_NAMES else len(_DEVICE_NAMES), item[0]))
+            name, info = usable[0]
+            return _Device(code=name, name=name, info=info, introduced=None)
+        if other:
+            name, info = other[0]
+            return self.decline(
+                f"the script's device variable `{name}` is {info.get('value')}, yet the rest of the computation is on "
+                f"{self.target}: something was moved there by hand",
+                diagnosis=f"use `{name}` wherever a tensor or the model is moved", at=view.frame,
+            )
+        return self._introduce_device(view, anchor, here)
+
+    def _introduce_device(self, view: _View, anchor: cst.CSTNode, here: Any) -> _Device | Decline:
+        torch_name = next((local for local, full in ImportTable(view.wrapper.module).aliases.items() if full == "torch"), None)
+        if torch_name is None:
+            return self.decline(
+                "the script has no device variable, and no `import torch` to write one with",
+                diagnosis='add device = torch.device("cuda" if torch.cuda.is_available() else "cpu") and move the data with it',
+                at=view.frame,
+            )
+        if here is not None and here[_NEW_DEVICE_NAME]:
+            return self.decline(
+                f"the script has no usable device variable at {view.path.name}:{view.positions[anchor].line}, and the name "
+                f"`{_NEW_DEVICE_NAME}` is already taken there",
+                at=view.frame,
+            )
+        function = _enclosing(view.parents, anchor, cst.FunctionDef)
+        body = function.body.body if isinstance(function, cst.FunctionDef) and isinstance(function.body, cst.IndentedBlock) else None
+        if body is not None:
+            statements = list(body)
+            start = 1 if statements and _is_docstring(statements[0]) and len(statements) > 1 else 0
+            before = statements[start]
+        else:
+            statements = list(view.wrapper.module.body)
+            before = next((s for s in statements if not _is_docstring(s) and not _is_import(s)), statements[-1])
+        quote = _quote(view.wrapper.module)
+        line = (
+            f"{_NEW_DEVICE_NAME} = {torch_name}.device({quote}cuda{quote} if {torch_name}.cuda.is_available() "
+            f"else {quote}cpu{quote})"
+        )
+        span = view.positions[before]
+        return _Device(code=_NEW_DEVICE_NAME, name=_NEW_DEVICE_NAME, info=None, introduced=(line, span))
+
+    def _project_file(self, file: str) -> Path | None:
+        """A file named by a traced construction site (relative in recorded cases), if it is the project's."""
+        if Path(file).is_absolute():
+            path = Path(file)
+        else:
+            known = [Path(f) for f in self.evidence.imported_files] + [Path(f.file) for f in self.failure.frames if f.user]
+            matches = {p for p in known if p.as_posix().endswith("/" + file) or p.as_posix() == file}
+            if len(matches) != 1:
+                return None
+            path = matches.pop()
+        if "site-packages" in path.parts or "dist-packages" in path.parts or not path.is_file():
+            return None
+        return path
+
+    # the answer -------------------------------------------------------------------------
+    def _site(
+        self, found: _Attribution, path: Path, span: Span, action: str, device: _Device,
+        params: Mapping[str, Any], summary: str,
+    ) -> Site:
+        view = found.view
+        stayed = found.stayed[0]
+        ahead = found.ahead[0] if found.ahead else None
+        because = (
+            f"{'the model' if ahead and ahead.kind == 'module' else f'`{ahead.name}`' if ahead else 'the rest'} is on "
+            f"{self.target}, {stayed.name} was on {stayed.device} at {view.location}"
+        )
+        if stayed.kind == "module":
+            because = f"its parameters were on {stayed.device}, " + (
+                f"`{ahead.name}` on {ahead.device} at {view.location}" if ahead else f"the data on {self.target} at {view.location}"
+            )
+        extra: tuple[Span, ...] = ()
+        all_params = {"action": action, "device": device.code, **params}
+        notes: tuple[str, ...] = ()
+        applicability = Applicability.SAFE
+        if device.introduced is not None:
+            line, anchor = device.introduced
+            extra = (anchor,)
+            all_params["device_line"] = line
+            applicability = Applicability.UNSAFE
+            summary += f"; added `{line}` at {path.name}:{anchor.line}"
+            notes = ("The script had no device variable: the one added picks the GPU whenever there is one.",)
+        groups = self.match.groupdict()
+        evidence = {
+            "devices": {"target": self.target, "stayed_behind": self.behind},
+            "message_argument": groups.get("argument"),
+            "kernel": groups.get("kernel"),
+            "at": view.location,
+            "stayed_behind": [{"name": o.name, "kind": o.kind, "devices": list(o.devices), **_brief(o.info)} for o in found.stayed],
+            "on_target": [{"name": o.name, "kind": o.kind, "devices": list(o.devices), **_brief(o.info)} for o in found.ahead],
+            "device_variable": (
+                {"name": device.name, **dict(device.info)} if device.info is not None and device.introduced is None
+                else {"name": device.name, "introduced": True} if device.introduced is not None else None
+            ),
+        }
+        traced = "; ".join(f"{o.describe()} on {o.device}" for o in [*found.stayed, *found.ahead])
+        if device.introduced is not None:
+            chosen = f"no device variable in scope, so `{_NEW_DEVICE_NAME}` is introduced"
+        elif device.info is not None and device.info.get("kind") == "tensor":
+            chosen = f"`{device.code}`, the device of a tensor already on {self.target}"
+        elif device.info is not None:
+            chosen = f"the script's device variable `{device.name}` (= {device.info.get('value')})"
+        else:
+            chosen = f"the existing move's `{device.code}`"
+        return Site(
+            pattern=self.pattern.ID,
+            file=str(path),
+            span=span,
+            params=all_params,
+            summary=f"{summary} ({because})",
+            applicability=applicability,
+            evidence=evidence,
+            evidence_text=f"traced at {view.location}: {traced}; moved with {chosen}",
+            notes=notes,
+            extra_spans=extra,
+        )
+
+
+@dataclass(frozen=True)
+class _Device:
+    """How the fix names the target device."""
+
+    code: str  # `device`, `x.device`
+    name: str | None
+    info: Mapping[str, Any] | None  # the traced value behind it
+    introduced: tuple[str, Span] | None  # (the device line, the statement it goes before)
+
+    @property
+    def phrase(self) -> str:
+        """``x's device`` for a tensor's device, else the variable."""
+        if self.code.endswith(".device") and self.name:
+            return f"{self.name}'s device"
+        return self.code
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _expression_at(positions: Mapping[cst.CSTNode, Span], frame: Frame) -> cst.CSTNode | None:
+    """The expression the frame was executing: exact with traced columns, else its line's statement."""
+    if frame.col is None or frame.end_col is None:
+        lines = [n for n, s in positions.items() if isinstance(n, cst.SimpleStatementLine) and s.line == frame.line]
+        return lines[0] if len(lines) == 1 else None
+    end_line = frame.end_line or frame.line
+    wanted = (frame.line, frame.col, end_line, frame.end_col)
+    containing = []
+    for node, span in positions.items():
+        if not isinstance(node, cst.BaseExpression):
+            continue
+        if (span.line, span.col, span.end_line, span.end_col) == wanted:
+            containing.append((0, node, span))
+        elif (span.line, span.col) <= (frame.line, frame.col) and (span.end_line, span.end_col) >= (end_line, frame.end_col):
+            containing.append((1, node, span))
+    if not containing:
+        return None
+    # exact first; among several, the smallest (a parenthesised expression's inside)
+    containing.sort(key=lambda item: (item[0], item[2].end_line - item[2].line, item[2].end_col - item[2].col))
+    exact = [c for c in containing if c[0] == 0]
+    if exact:
+        # nodes with one span (an expression and its only child): the outermost is the operation
+        return max(exact, key=lambda item: _depth_rank(item[1]))[1]
+    return containing[0][1]
+
+
+def _depth_rank(node: cst.CSTNode) -> int:
+    """Count of descendants: among nodes with the same span the parent has the most."""
+    return sum(1 for _ in _walk(node))
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _enclosing(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, kind: type[cst.CSTNode]) -> cst.CSTNode | None:
+    current = parents.get(node)
+    while current is not None:
+        if isinstance(current, kind):
+            return current
+        if isinstance(current, cst.ClassDef) and kind is cst.FunctionDef:
+            return None
+        current = parents.get(current)
+    return None
+
+
+def _child_in(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, block: cst.IndentedBlock) -> cst.CSTNode | None:
+    """The statement of ``block`` that contains ``node``."""
+    current: cst.CSTNode | None = node
+    while current is not None:
+        parent = parents.get(current)
+        if parent is block:
+            return current
+        current = parent
+    return None
+
+
+def _bound_names(target: cst.BaseExpression) -> list[str]:
+    """Names an assignment or loop target binds, in order: ``step, (x, y)`` -> step, x, y."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, cst.Tuple | cst.List):
+        names: list[str] = []
+        for element in target.elements:
+            names.extend(_bound_names(element.value))
+        return names
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    return []
+
+
+def _tuple_elements(value: cst.BaseExpression) -> list[cst.BaseElement]:
+    if isinstance(value, cst.Tuple):
+        return list(value.elements)
+    return [cst.Element(value)]
+
+
+def _parse_move(small: cst.BaseSmallStatement) -> tuple[cst.Assign, list[str], cst.Call] | None:
+    """``x = x.to(d)`` / ``x, y = x.to(d), y.to(d)``: the statement, its names and one move call."""
+    if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        return None
+    targets = small.targets[0].target
+    names = _bound_names(targets)
+    values = _tuple_elements(small.value)
+    if not names or len(names) != len(values) or (isinstance(targets, cst.Tuple) != isinstance(small.value, cst.Tuple)):
+        return None
+    call: cst.Call | None = None
+    for name, element in zip(names, values, strict=True):
+        value = element.value
+        if not m.matches(value, m.Call(func=m.Attribute(value=m.Name(name), attr=m.Name("to") | m.Name("cuda")))):
+            return None
+        call = call or cst.ensure_type(value, cst.Call)
+    return (small, names, call) if call is not None else None
+
+
+def _assignments(owner: cst.CSTNode) -> Iterator[tuple[cst.SimpleStatementLine, cst.Assign]]:
+    """Plain assignments of a function body (or module), nested functions and classes left out."""
+    stack = list(owner.children)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            continue
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if isinstance(small, cst.Assign):
+                    yield node, small
+            continue
+        stack.extend(node.children)
+
+
+def _move_statement(names: Sequence[str], device: str) -> str:
+    targets = ", ".join(names)
+    return f"{targets} = {', '.join(f'{n}.to({device})' for n in names)}"
+
+
+def _visible(scope: Any, name: str, line: int, positions: Mapping[cst.CSTNode, Span]) -> bool:
+    """Is ``name`` bound at ``line``: a parameter or an earlier assignment of the same scope, or a global?"""
+    for assignment in scope[name]:
+        node = getattr(assignment, "node", None)
+        owner = getattr(assignment, "scope", None)
+        if isinstance(owner, GlobalScope) and isinstance(scope, FunctionScope):
+            return True  # module globals exist by the time a function runs
+        if owner is scope and node is not None:
+            if isinstance(node, cst.Param):
+                return True
+            where = positions.get(node)
+            if where is not None and where.line < line:
+                return True
+    return False
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return m.matches(statement, m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())]))
+
+
+def _is_import(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(s, cst.Import | cst.ImportFrom) for s in statement.body
+    )
+
+
+def _quote(module: cst.Module) -> str:
+    """The quote the file mostly writes its strings with."""
+    single = double = 0
+    for node in m.findall(module, m.SimpleString()):
+        if isinstance(node, cst.SimpleString):
+            single += node.quote == "'"
+            double += node.quote == '"'
+    return "'" if single > double else '"'
+
+
+def _param_order(function: cst.FunctionDef | None, name: str) -> int:
+    if function is None:
+        return 0
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)]
+    return params.index(name) if name in params else len(params)
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _compact(code: str) -> str:
+    """A call on one line, for the report."""
+    return re.sub(r"\s*\n\s*", " ", code).replace("( ", "(").replace(", )", ")")
+
+
+def _brief(info: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: info[k] for k in ("type", "shape", "dtype", "site") if k in info}

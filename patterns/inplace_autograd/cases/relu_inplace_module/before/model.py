@@ -1,0 +1,10 @@
+from torch import nn
+
+
+def build_scorer(in_dim, hidden=32):
+    return nn.Sequential(
+        nn.Linear(in_dim, hidden),
+        nn.Sigmoid(),
+        nn.ReLU(inplace=True),
+        nn.Linear(hidden, 1),
+    )

@@ -1,0 +1,944 @@
+"""inplace-autograd: an in-place operation on a tensor that autograd still needs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+from repairbot.codemod import (
+    ImportTable,
+    argument,
+    call_at,
+    dotted_name,
+    is_torch_name,
+    keyword_arg,
+    positional_args,
+    spans,
+)
+from repairbot.evidence import Evidence, frame_from_json
+from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+
+_MODIFIED = (
+    r"one of the variables needed for gradient computation has been modified by an inplace operation"
+)
+# 1.1 and later name the tensor; a tensor without autograd history (an input, a buffer, a
+# parameter changed under no_grad) has no "which is output N of ..." part.
+_MODIFIED_DETAILS = (
+    _MODIFIED + r": \[(?P<tensor_type>[\w.]+) \[(?P<shape>[\d, ]*)\]\]"
+    r"(?:, which is output (?P<output>\d+) of (?P<producer>[\w:]+),)?"
+    r" is at version (?P<version>\d+); expected version (?P<expected>\d+) instead"
+)
+_LEAF = (
+    r"(?:a (?P<view>view) of )?a (?P<leaf>leaf Variable) that requires grad is being used in an "
+    r"in-place operation"
+)
+
+# Where each function of torch.nn.functional and each torch.nn module takes ``inplace`` when it
+# is passed by position (checked against torch 2.13's signatures).
+_FUNCTIONAL_INPLACE = {
+    "relu": 1, "relu6": 1, "selu": 1, "silu": 1, "mish": 1, "hardswish": 1, "hardsigmoid": 1,
+    "elu": 2, "celu": 2, "leaky_relu": 2, "hardtanh": 3, "threshold": 3, "rrelu": 4,
+    "dropout": 3, "alpha_dropout": 3, "feature_alpha_dropout": 3, "dropout1d": 3, "dropout2d": 3,
+    "dropout3d": 3,
+}
+_MODULE_INPLACE = {
+    "ReLU": 0, "ReLU6": 0, "SELU": 0, "SiLU": 0, "Mish": 0, "Hardswish": 0, "Hardsigmoid": 0,
+    "ELU": 1, "CELU": 1, "LeakyReLU": 1, "Hardtanh": 2, "Threshold": 2, "RReLU": 2,
+    "Dropout": 1, "Dropout1d": 1, "Dropout2d": 1, "Dropout3d": 1, "AlphaDropout": 1,
+    "FeatureAlphaDropout": 1,
+}
+# In-place methods whose name without the underscore is missing or means something else
+# (``requires_grad`` is an attribute; ``bernoulli()`` samples from self, ``bernoulli_(p)`` from
+# p). Every other ``x.op_()`` of torch 2.13 has an out-of-place ``x.op()`` with the same
+# arguments and result.
+_NO_TWIN = frozenset({
+    "apply_", "as_strided_", "bernoulli_", "cauchy_", "copy_", "embedding_renorm_", "exponential_",
+    "fill_", "fill_diagonal_", "geometric_", "log_normal_", "map2_", "map_", "normal_", "random_",
+    "requires_grad_", "resize_", "resize_as_", "resize_as_sparse_", "set_", "share_memory_",
+    "sparse_resize_", "sparse_resize_and_clear_", "uniform_", "zero_",
+})
+_NO_GRAD = ("torch.no_grad", "torch.autograd.no_grad")
+
+_AUGMENTED: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
+    cst.AddAssign: cst.Add, cst.SubtractAssign: cst.Subtract, cst.MultiplyAssign: cst.Multiply,
+    cst.DivideAssign: cst.Divide, cst.FloorDivideAssign: cst.FloorDivide,
+    cst.ModuloAssign: cst.Modulo, cst.PowerAssign: cst.Power,
+    cst.MatrixMultiplyAssign: cst.MatrixMultiply, cst.BitAndAssign: cst.BitAnd,
+    cst.BitOrAssign: cst.BitOr, cst.BitXorAssign: cst.BitXor,
+    cst.LeftShiftAssign: cst.LeftShift, cst.RightShiftAssign: cst.RightShift,
+}
+# Python's binding strength of the binary operators, weakest first.
+_PRECEDENCE: dict[type[cst.BaseBinaryOp], int] = {
+    cst.BitOr: 1, cst.BitXor: 2, cst.BitAnd: 3, cst.LeftShift: 4, cst.RightShift: 4,
+    cst.Add: 5, cst.Subtract: 5, cst.Multiply: 6, cst.Divide: 6, cst.FloorDivide: 6,
+    cst.Modulo: 6, cst.MatrixMultiply: 6, cst.Power: 8,
+}
+_DTYPES = {
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16", "ComplexFloatTensor": "complex64",
+    "ComplexDoubleTensor": "complex128",
+}
+_NODE_NAME = re.compile(r"(?:\w+::)*(?P<base>\w+?)(?:Backward)?(?P<overload>\d*)")
+
+
+# --------------------------------------------------------------------------------------------
+# The transformer
+
+
+class OutOfPlace(SiteTransformer):
+    """Rewrites the one in-place operation at the site, as the site's ``kind`` says.
+
+    ``augmented``: ``x += y`` -> ``x = x + y``. ``method``/``function``: ``x.add_(y)`` ->
+    ``x.add(y)``, ``torch.relu_(x)`` -> ``torch.relu(x)``. ``drop-inplace``: the call without its
+    ``inplace=True``. With ``rebind`` the site is an expression statement whose result was
+    dropped, which becomes ``x = <the new call>``. ``no-grad``: the statement wrapped in ``with
+    torch.no_grad():``; ``no-grad-merge``: the statement moved into the ``with torch.no_grad():``
+    block just above it (the extra span).
+    """
+
+    @property
+    def kind(self) -> str:
+        return str(self.site.params["kind"])
+
+    def leave_AugAssign(
+        self, original_node: cst.AugAssign, updated_node: cst.AugAssign
+    ) -> cst.BaseSmallStatement:
+        if self.kind != "augmented" or not self.at_site(original_node):
+            return updated_node
+        self.changes += 1
+        return augmented_to_assign(updated_node)
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if self.site.params.get("rebind") or self.kind not in ("method", "function", "drop-inplace"):
+            return updated_node
+        if not self.at_site(original_node):
+            return updated_node
+        self.changes += 1
+        return out_of_place_call(updated_node, self.site.params)
+
+    def leave_Expr(self, original_node: cst.Expr, updated_node: cst.Expr) -> cst.BaseSmallStatement:
+        if not self.site.params.get("rebind") or not self.at_site(original_node):
+            return updated_node
+        call = cst.ensure_type(updated_node.value, cst.Call)
+        target = _receiver(call, self.kind)
+        if not isinstance(target, cst.Name | cst.Attribute):
+            return updated_node
+        self.changes += 1
+        return cst.Assign(
+            targets=[cst.AssignTarget(target=target.deep_clone())],
+            value=out_of_place_call(call, self.site.params),
+            semicolon=updated_node.semicolon,
+        )
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.BaseStatement:
+        if self.kind != "no-grad" or not self.at_site(original_node):
+            return updated_node
+        self.changes += 1
+        # Comments and blank lines above the statement stay above the new block.
+        return cst.With(
+            items=[cst.WithItem(item=cst.parse_expression(str(self.site.params["no_grad"])))],
+            body=cst.IndentedBlock(body=[updated_node.with_changes(leading_lines=())]),
+            leading_lines=updated_node.leading_lines,
+        )
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.BaseSuite:
+        body = self._merged(original_node.body, updated_node.body)
+        return updated_node if body is None else updated_node.with_changes(body=body)
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        body = self._merged(original_node.body, updated_node.body)
+        return updated_node if body is None else updated_node.with_changes(body=body)
+
+    def _merged(
+        self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]
+    ) -> list[cst.BaseStatement] | None:
+        """The body with the site's statement moved into the no_grad block above it."""
+        if self.kind != "no-grad-merge" or len(original) != len(updated):
+            return None
+        for index in range(1, len(original)):
+            if not (self.at_site(original[index]) and self.at_extra_site(original[index - 1])):
+                continue
+            block = updated[index - 1]
+            if not isinstance(block, cst.With) or not isinstance(block.body, cst.IndentedBlock):
+                return None
+            self.changes += 2  # the block grows, the statement leaves its old place
+            grown = block.with_changes(body=block.body.with_changes(body=[*block.body.body, updated[index]]))
+            return [*updated[: index - 1], grown, *updated[index + 1 :]]
+        return None
+
+
+
+def out_of_place_call(call: cst.Call, params: Mapping[str, Any]) -> cst.Call:
+    """The call's out-of-place form: ``inplace=True`` dropped, or the method's trailing ``_``."""
+    if params["kind"] == "drop-inplace":
+        position = params.get("position")
+        target = argument(call, int(position), "inplace") if position is not None else keyword_arg(call, "inplace")
+        return remove_arg(call, target) if target is not None else call
+    func = cst.ensure_type(call.func, cst.Attribute)
+    return call.with_changes(func=func.with_changes(attr=func.attr.with_changes(value=func.attr.value[:-1])))
+def _receiver(call: cst.Call, kind: str) -> cst.BaseExpression | None:
+    """The tensor an in-place call modifies: ``x`` of ``x.add_(1)``, ``torch.relu_(x)``, ``F.relu(x, inplace=True)``."""
+    if kind == "method" and isinstance(call.func, cst.Attribute):
+        return call.func.value
+    positional = positional_args(call)
+    return positional[0].value if positional else None
+
+
+def augmented_to_assign(node: cst.AugAssign) -> cst.Assign:
+    """``x += y`` as ``x = x + y``: the target's own spacing around ``=``, parentheses only where needed."""
+    operator_type = _AUGMENTED[type(node.operator)]
+    value = node.value
+    if _needs_parentheses(value, operator_type):
+        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    # every augmented operator token has the spacing fields; BaseAugOp does not declare them
+    operator: Any = node.operator
+    return cst.Assign(
+        targets=[
+            cst.AssignTarget(
+                target=node.target,
+                whitespace_before_equal=operator.whitespace_before,
+                whitespace_after_equal=operator.whitespace_after,
+            )
+        ],
+        value=cst.BinaryOperation(left=node.target.deep_clone(), operator=operator_type(), right=value),
+        semicolon=node.semicolon,
+    )
+
+
+def _needs_parentheses(value: cst.BaseExpression, operator_type: type[cst.BaseBinaryOp]) -> bool:
+    """Whether ``x OP value`` would bind differently from ``x OP= value`` without parentheses."""
+    if value.lpar:
+        return False
+    if isinstance(value, cst.BinaryOperation):
+        # equal strength too: x - (a - b) is not x - a - b
+        return _PRECEDENCE[type(value.operator)] <= _PRECEDENCE[operator_type]
+    if isinstance(value, cst.UnaryOperation):
+        return isinstance(value.operator, cst.Not)
+    return isinstance(
+        value, cst.BooleanOperation | cst.Comparison | cst.IfExp | cst.Lambda | cst.NamedExpr | cst.Yield
+    )
+
+
+def remove_arg(call: cst.Call, target: cst.Arg) -> cst.Call:
+    """The call without one argument, in the call's own layout (generic: a codemod helper).
+
+    The argument after the removed one keeps its place; when the last argument goes, the one
+    before it takes its comma (a trailing comma stays trailing) and what preceded ``)``.
+    """
+    args = list(call.args)
+    index = next(i for i, arg in enumerate(args) if arg is target)
+    del args[index]
+    if not args:
+        return call.with_changes(args=[], whitespace_before_args=cst.SimpleWhitespace(""))
+    if index == len(args):
+        args[-1] = args[-1].with_changes(comma=target.comma, whitespace_after_arg=target.whitespace_after_arg)
+    return call.with_changes(args=args)
+
+
+# --------------------------------------------------------------------------------------------
+# What the message says
+
+
+@dataclass(frozen=True)
+class Modified:
+    """The tensor backward() found changed: ``[torch.FloatTensor [2, 3]], which is output 0 of Sigmoid``."""
+
+    tensor_type: str
+    shape: tuple[int, ...]
+    producer: str | None
+    version: int
+    expected: int
+
+    @classmethod
+    def from_match(cls, match: re.Match[str]) -> Modified | None:
+        groups = match.groupdict()
+        if groups.get("shape") is None or groups.get("version") is None:
+            return None
+        shape = tuple(int(part) for part in groups["shape"].replace(" ", "").split(",") if part)
+        return cls(
+            tensor_type=groups["tensor_type"], shape=shape, producer=groups.get("producer"),
+            version=int(groups["version"]), expected=int(groups["expected"]),
+        )
+
+    @property
+    def dtype(self) -> str | None:
+        return _DTYPES.get(self.tensor_type.rsplit(".", 1)[-1])
+
+    @property
+    def shape_text(self) -> str:
+        return f"[{', '.join(map(str, self.shape))}]"
+
+    @property
+    def what(self) -> str:
+        """``the output of Sigmoid ([2, 3])``"""
+        return f"the output of {node_name(self.producer or '?')} ({self.shape_text})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tensor_type": self.tensor_type, "shape": list(self.shape), "producer": self.producer,
+            "version": self.version, "expected_version": self.expected,
+        }
+
+
+def node_name(name: str) -> str:
+    """An autograd node's name as torch 2.13 prints it: ``SigmoidBackward0``, ``SigmoidBackward`` -> ``Sigmoid``.
+
+    ``LeakyReluBackward1`` (the in-place overload's node) stays apart: ``LeakyRelu1``.
+    """
+    found = _NODE_NAME.fullmatch(name)
+    if found is None:
+        return name
+    overload = found["overload"]
+    return found["base"] + ("" if overload in ("", "0") else overload)
+
+
+def _op_matches(op: Mapping[str, Any], modified: Modified) -> bool:
+    """Whether a recorded in-place op was on a tensor like the one backward() found changed."""
+    shape = op.get("shape")
+    if shape is None or tuple(shape) != modified.shape:
+        return False
+    producer = op.get("producer")
+    if modified.producer is None or producer is None or node_name(producer) != node_name(modified.producer):
+        return False
+    dtype = modified.dtype
+    return dtype is None or not op.get("dtype") or op["dtype"] == dtype
+
+
+# --------------------------------------------------------------------------------------------
+# Where the op is in the source
+
+
+def _exact_nodes(wrapper: MetadataWrapper, frame: Frame) -> list[cst.CSTNode]:
+    """Nodes spanning exactly the traced expression (Python >= 3.11 records its columns)."""
+    if frame.col is None:
+        return []
+    wanted = Span(frame.line, frame.col, frame.end_line or frame.line, frame.end_col or 0)
+    return [node for node, span in spans(wrapper).items() if span == wanted]
+
+
+def _is_inplace_call(node: cst.CSTNode, imports: ImportTable) -> bool:
+    """``x.add_(y)``, ``torch.relu_(x)``, ``f(x, inplace=...)`` or ``F.relu(x, True)``."""
+    if not isinstance(node, cst.Call):
+        return False
+    if isinstance(node.func, cst.Attribute):
+        name = node.func.attr.value
+        if name.endswith("_") and not name.startswith("_"):
+            return True
+    if keyword_arg(node, "inplace") is not None:
+        return True
+    qualified = imports.qualify(node.func) or ""
+    position = _FUNCTIONAL_INPLACE.get(qualified.rsplit(".", 1)[-1])
+    return (
+        position is not None and is_torch_name(qualified, f"torch.nn.functional.{qualified.rsplit('.', 1)[-1]}")
+        and len(positional_args(node)) > position
+    )
+
+
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _setitem_targets(statement: cst.CSTNode) -> list[cst.CSTNode]:
+    return [
+        target.target for target in m.findall(statement, m.AssignTarget(target=m.Subscript()))
+        if isinstance(target, cst.AssignTarget)
+    ]
+
+
+def inplace_node(wrapper: MetadataWrapper, frame: Frame, imports: ImportTable) -> cst.CSTNode | None:
+    """The augmented assignment, in-place call or assigned subscript a traced op ran at.
+
+    With columns the node is exact; without them, the only in-place-looking node on the line.
+    None when the op ran inside something else the line calls (a module, a helper).
+    """
+    exact = [
+        node for node in _exact_nodes(wrapper, frame)
+        if isinstance(node, cst.AugAssign | cst.Subscript) or _is_inplace_call(node, imports)
+    ]
+    if exact or frame.col is not None:
+        return exact[0] if exact else None
+    on_line: list[cst.CSTNode] = []
+    for node, span in spans(wrapper).items():
+        if span.line != frame.line:
+            continue
+        if isinstance(node, cst.AugAssign) or _is_inplace_call(node, imports):
+            on_line.append(node)
+        elif isinstance(node, cst.SimpleStatementLine):
+            on_line.extend(_setitem_targets(node))
+    return on_line[0] if len(on_line) == 1 else None
+
+
+def statement_at(wrapper: MetadataWrapper, line: int) -> tuple[cst.SimpleStatementLine, Span] | None:
+    """The simple statement line (one or more ``;``-separated statements) that holds ``line``."""
+    for node, span in spans(wrapper).items():
+        if isinstance(node, cst.SimpleStatementLine) and span.contains_line(line):
+            return node, span
+    return None
+
+
+def _no_grad_call(imports: ImportTable) -> str | None:
+    """``torch.no_grad()`` under the name the file gives torch (``th.no_grad()``, ``no_grad()``)."""
+    for local, full in sorted(imports.aliases.items()):
+        if full == "torch":
+            return f"{local}.no_grad()"
+    for local, full in sorted(imports.aliases.items()):
+        if full in _NO_GRAD:
+            return f"{local}()"
+    return None
+
+
+def _is_no_grad_block(node: cst.CSTNode, imports: ImportTable) -> bool:
+    if not isinstance(node, cst.With) or len(node.items) != 1 or node.items[0].asname is not None:
+        return False
+    item = node.items[0].item
+    return (
+        isinstance(item, cst.Call) and not item.args and is_torch_name(imports.qualify(item.func), *_NO_GRAD)
+        and isinstance(node.body, cst.IndentedBlock)
+    )
+
+
+def _under_no_grad(node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], imports: ImportTable) -> bool:
+    """Is the node inside a ``with torch.no_grad():`` (or ``inference_mode``) block of its own function?"""
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            return False
+        if isinstance(node, cst.With) and any(
+            isinstance(item.item, cst.Call)
+            and is_torch_name(imports.qualify(item.item.func), *_NO_GRAD, "torch.inference_mode")
+            for item in node.items
+        ):
+            return True
+    return False
+
+
+def _is_inplace_statement(statement: cst.BaseSmallStatement, imports: ImportTable) -> bool:
+    """Does this statement itself change a tensor in place (not some function it calls)?"""
+    if isinstance(statement, cst.AugAssign) or _setitem_targets(statement):
+        return True
+    return any(_is_inplace_call(call, imports) for call in m.findall(statement, m.Call()))
+
+
+def _location(frame: Frame) -> str:
+    return f"{Path(frame.file).name}:{frame.line}"
+
+
+def _compact(module: cst.Module, node: cst.CSTNode) -> str:
+    """A node's code on one line, for the report: ``nn.Dropout(p=0.1, inplace=True)`` whatever its layout."""
+    if isinstance(node, cst.Call):
+        parts = [
+            f"{arg.star}{arg.keyword.value + '=' if arg.keyword else ''}{_compact(module, arg.value)}"
+            for arg in node.args
+        ]
+        return f"{_compact(module, node.func)}({', '.join(parts)})"
+    return " ".join(module.code_for_node(node).split())
+
+
+# --------------------------------------------------------------------------------------------
+# The pattern
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one recorded op asks for: a fix (site) or a refusal, keyed by its statement."""
+
+    key: tuple[str, int, int, int, int]
+    where: Frame
+    site: Site | None = None
+    decline: Decline | None = None
+
+
+class InplaceAutograd(Pattern):
+    """Makes the in-place operation that broke backward() out-of-place, where it happened.
+
+    What it fixes:
+        An in-place operation (``x += y``, ``x.add_(y)``, ``torch.relu_(x)``, ``F.relu(x,
+        inplace=True)``, an ``nn.ReLU(inplace=True)`` layer) on a tensor that an earlier
+        operation saved for its backward pass; and a leaf tensor that requires grad (a
+        hand-made weight) updated in place outside ``torch.no_grad()``.
+
+    Why it fails:
+        Autograd saves some tensors to compute gradients later (sigmoid and ReLU save their
+        output) and checks their version counter in ``backward()``: ``RuntimeError: one of the
+        variables needed for gradient computation has been modified by an inplace operation:
+        [torch.FloatTensor [8, 32]], which is output 0 of SigmoidBackward0, is at version 1;
+        expected version 0 instead.`` The traceback points at ``loss.backward()``, far from the
+        culprit. A tracing rerun records every in-place op on a tensor autograd tracks, with
+        its shape, the op that produced the tensor and where it ran (for a module with an
+        ``inplace`` switch, where the module was built); the op on a tensor of the message's
+        shape and producer is the one to change. For ``a leaf Variable that requires grad is
+        being used in an in-place operation`` the failing line is the update itself: autograd
+        cannot record an in-place change of a leaf it must differentiate with respect to.
+
+    Example:
+        ``h = torch.sigmoid(z)`` then ``h += 1``: ``h = h + 1``. ``h.add_(b)`` alone on its line:
+        ``h = h.add(b)``. ``torch.sigmoid_(h)``: ``h = torch.sigmoid(h)``. ``F.relu(h,
+        inplace=True)``: ``F.relu(h)``. ``nn.Sequential(..., nn.Sigmoid(), nn.ReLU(inplace=True))``:
+        ``nn.ReLU()`` at the construction, in whatever file builds it. A manual SGD update ``w
+        -= lr * w.grad`` of a leaf: wrapped in ``with torch.no_grad():`` (moved into the
+        ``no_grad`` block just above it when there is one).
+
+    Fix safety:
+        Safe for the out-of-place rewrites and the removal of ``inplace=True``: the same values,
+        in a new tensor instead of the saved one (a little more memory). Code that relied on
+        another name seeing the change through the shared tensor would no longer see it; the
+        rerun verifies that the script runs. The ``no_grad`` wrap is safe when the update is
+        alone in its block; unsafe when the block holds more statements (another update in it
+        may need the same treatment, and the next attempt will say so).
+
+    Not handled:
+        An in-place assignment to a subscript (``h[mask] = 0``: the report suggests
+        ``h = h.masked_fill(mask, 0)`` or a ``clone()`` first); in-place ops whose result is
+        used inside a larger expression or bound to another name; methods without an
+        out-of-place twin (``copy_``, ``zero_``, ``fill_``, ``normal_``...); a tensor without
+        autograd history changed in place (an input or a buffer; the message names no
+        producer); several statements that each match the message; modules built inside a
+        library (``torchvision`` models: the report says to switch their ``inplace`` off); a
+        leaf update on the same line as its loop header, or in a file that imports no torch
+        name; messages of PyTorch before 1.1, which do not name the tensor.
+    """
+
+    ID = "inplace-autograd"
+    TITLE = "An in-place operation modified a tensor that autograd needs"
+    TAGS = frozenset({"autograd"})
+    APPLICABILITY = Applicability.SAFE
+    SIGNATURES = (
+        signature("RuntimeError", _MODIFIED_DETAILS),
+        signature("RuntimeError", _MODIFIED),
+        signature("RuntimeError", _LEAF),
+    )
+    RERUN_PROBES = frozenset({"inplace-ops"})
+    # Wrapping a statement in `with torch.no_grad():` turns one line into two; removing an
+    # `inplace=True` on its own line joins two.
+    MAX_CHANGED_LINES = 2
+    # Whether an op changes a saved tensor depends on the graph's structure, never on how many
+    # rows the batch has: the forced batch of 2 fails exactly as the script's own batch does.
+    BATCH_INVARIANT = True
+    Transformer = OutOfPlace
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        if match.groupdict().get("leaf"):
+            return self._locate_leaf(failure, match, evidence, sources)
+        modified = Modified.from_match(match)
+        if modified is None:
+            return self.decline(
+                "the message does not say which tensor was modified (PyTorch before 1.1)",
+                diagnosis="rerun with a recent PyTorch, or with torch.autograd.set_detect_anomaly(True) "
+                "to see the operation whose saved tensor was changed",
+            )
+        if modified.producer is None:
+            return self.decline(
+                f"the modified {modified.shape_text} tensor has no autograd history (an input, a buffer or "
+                "a weight changed in place, under no_grad or without requires_grad), and such changes "
+                "are not traced",
+                diagnosis=f"find where a {modified.shape_text} input, buffer or weight is changed in place "
+                "between the forward pass and backward(), and change a copy instead (x = x * 2, or x.clone())",
+            )
+        if evidence is None or "inplace-ops" not in evidence.probes:
+            return self.decline("no in-place operations were traced for this failure (the tracing rerun did not run)")
+        matching = [op for op in evidence.inplace_ops if _op_matches(op, modified)]
+        if not matching:
+            return self.decline(
+                f"none of the {len(evidence.inplace_ops)} traced in-place operations since the last "
+                f"backward() changed {modified.what}",
+                diagnosis="torch.autograd.set_detect_anomaly(True) shows the operation whose saved tensor "
+                "was changed; the in-place change comes after it",
+            )
+        # The op that raised the version from the saved one broke the check; later ops on the
+        # same tensor (or ops seen only through a view) are the fallback.
+        first = [op for op in matching if op.get("version") == modified.expected]
+        chosen = first or matching
+        plans = [self._plan(op, modified, evidence, len(chosen), sources) for op in chosen]
+        keys = {plan.key for plan in plans}
+        if len(keys) > 1:
+            places = sorted({f"{_location(p.where)} ({p.where.code or '?'})" for p in plans})
+            return self.decline(
+                f"{len(keys)} different statements changed in place a tensor like {modified.what}: "
+                + "; ".join(places),
+                diagnosis="make each of these in-place operations out-of-place (x = x + 1 for x += 1, "
+                "x.relu() for x.relu_(), no inplace=True)",
+            )
+        declined = next((plan.decline for plan in plans if plan.decline is not None), None)
+        if declined is not None:
+            return declined
+        sites = {(p.site.file, p.site.span, tuple(sorted(p.site.params.items()))) for p in plans if p.site}
+        if len(sites) != 1 or plans[0].site is None:
+            return self.decline(f"several in-place operations in the statement at {_location(plans[0].where)} changed {modified.what}")
+        return plans[0].site
+
+    # the modified-tensor error -------------------------------------------------------------
+    def _plan(
+        self, op: Mapping[str, Any], modified: Modified, evidence: Evidence, count: int, sources: Sources
+    ) -> _Plan:
+        built = self._plan_module(op, modified, evidence, count, sources)
+        if built is not None:
+            return built
+        raw_site = op.get("site")
+        if not isinstance(raw_site, Mapping):
+            frame = Frame(file="?", line=0)
+            return _Plan(("?", 0, 0, 0, 0), frame, decline=self.decline(
+                f"the in-place operation ({op.get('op')}) on {modified.what} ran outside the project's code"
+            ))
+        frame = frame_from_json(raw_site)
+        path = Path(frame.file)
+        wrapper = sources.metadata(path)
+        statement = statement_at(wrapper, frame.line)
+        stmt_span = statement[1] if statement else Span(frame.line, 0, frame.line, 0)
+        key = (str(path), stmt_span.line, stmt_span.col, stmt_span.end_line, stmt_span.end_col)
+        found = self._site_at(op, frame, modified, evidence, count, wrapper)
+        if isinstance(found, Decline):
+            return _Plan(key, frame, decline=found)
+        return _Plan(key, frame, site=found)
+
+    def _plan_module(
+        self, op: Mapping[str, Any], modified: Modified, evidence: Evidence, count: int, sources: Sources
+    ) -> _Plan | None:
+        """The construction call of the torch.nn module whose forward made the op, if it is one."""
+        module_type, raw = op.get("module"), op.get("module_site")
+        if not module_type or not isinstance(raw, Mapping) or module_type not in _MODULE_INPLACE:
+            return None
+        frame = frame_from_json(raw)
+        path = Path(frame.file)
+        wrapper = sources.metadata(path)
+        located = call_at(wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
+        if located is None or not isinstance(located.node, cst.Call):
+            return None
+        call = located.node
+        module = wrapper.module
+        if not is_torch_name(ImportTable(module).qualify(call.func), f"torch.nn.{module_type}"):
+            return None  # a module of the user's own with an `inplace` switch: the op is in its forward
+        span = located.span
+        key = (str(path), span.line, span.col, span.end_line, span.end_col)
+        built = _compact(module, call)
+        target = argument(call, _MODULE_INPLACE[module_type], "inplace")
+        if target is None or (target.keyword is None and target is not positional_args(call)[-1]):
+            return _Plan(key, frame, decline=self.decline(
+                f"the {module_type} built at {_location(frame)} ({built}) is switched to in-place elsewhere",
+                diagnosis=f"set inplace=False on the {module_type} built at {_location(frame)}", at=frame,
+            ))
+        if not _is_true(target.value):
+            return _Plan(key, frame, decline=self.decline(
+                f"the {module_type} built at {_location(frame)} takes inplace={module.code_for_node(target.value)}, "
+                "which may be shared with other layers",
+                diagnosis=f"build this {module_type} with inplace=False", at=frame,
+            ))
+        after = _compact(module, remove_arg(call, target))
+        shown = "inplace=True" if target.keyword is not None else "the inplace argument (a positional True)"
+        return _Plan(key, frame, site=Site(
+            pattern=self.ID,
+            file=str(path),
+            span=span,
+            params={"kind": "drop-inplace", "position": None if target.keyword else _MODULE_INPLACE[module_type]},
+            summary=(
+                f"Removed {shown} from {built} at {_location(frame)}: the {module_type} modified in place "
+                f"{modified.what} that backward() needed"
+            ),
+            applicability=Applicability.SAFE,
+            evidence=self._evidence(op, modified, evidence, count, after=after),
+            evidence_text=self._evidence_text(op, modified, evidence, count, where=f"the {module_type} built at {_location(frame)}"),
+        ))
+
+    def _site_at(
+        self,
+        op: Mapping[str, Any],
+        frame: Frame,
+        modified: Modified,
+        evidence: Evidence,
+        count: int,
+        wrapper: MetadataWrapper,
+    ) -> Site | Decline:
+        """The fix of the in-place statement or call the op's user frame was running."""
+        module = wrapper.module
+        imports = ImportTable(module)
+        node = inplace_node(wrapper, frame, imports)
+        if isinstance(node, cst.Subscript) or (isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Subscript)):
+            subscript = cst.ensure_type(node.target if isinstance(node, cst.AugAssign) else node, cst.Subscript)
+            base = module.code_for_node(subscript.value)
+            return self.decline(
+                f"`{frame.code or '?'}` at {_location(frame)} assigns into {modified.what} in place; an "
+                "indexed assignment has no one-token out-of-place form",
+                diagnosis=f"assign into a copy ({base} = {base}.clone() first), or build a new tensor "
+                f"({base} = {base}.masked_fill(mask, value) or torch.where(mask, value, {base}))",
+                at=frame,
+            )
+        if node is None:
+            built = f" (the {op['module']} built at {_short(op.get('module_site'))})" if op.get("module") else ""
+            return self.decline(
+                f"the in-place {op.get('op')}{built} that changed {modified.what} runs inside "
+                f"`{frame.code or '?'}` at {_location(frame)}, not in a statement of the project's own",
+                diagnosis=(
+                    "switch the in-place modules off: for m in model.modules(): if hasattr(m, 'inplace'): "
+                    "m.inplace = False" if op.get("module") else "make that in-place operation out-of-place"
+                ),
+                at=frame,
+            )
+        span = spans(wrapper)[node]
+        if isinstance(node, cst.AugAssign):
+            new = module.code_for_node(augmented_to_assign(node))
+            return self._site(op, modified, evidence, count, frame, span, {"kind": "augmented"}, module.code_for_node(node), new)
+        call = cst.ensure_type(node, cst.Call)
+        params = self._call_params(op, call, imports, module, frame)
+        if isinstance(params, Decline):
+            return params
+        receiver = _receiver(call, str(params["kind"]))
+        old, new_call = _compact(module, call), out_of_place_call(call, params)
+        new = _compact(module, new_call)
+        if receiver is None:
+            return self.decline(f"cannot tell which tensor `{old}` at {_location(frame)} changes")
+        parent = wrapper.resolve(ParentNodeProvider)[call]
+        receiver_code = module.code_for_node(receiver)
+        if isinstance(parent, cst.Expr):
+            # The result was dropped: the statement relies on the change, so the name is rebound.
+            if dotted_name(receiver) is None:
+                return self.decline(
+                    f"`{old}` at {_location(frame)} changes {receiver_code} in place, and there is no "
+                    "name to bind the new tensor to",
+                    diagnosis=f"bind the out-of-place result: ... = {new}", at=frame,
+                )
+            rebound = f"{receiver_code} = {new}"
+            return self._site(op, modified, evidence, count, frame, spans(wrapper)[parent], {**params, "rebind": True}, old, rebound)
+        if not _binding_keeps_meaning(parent, receiver, module):
+            return self.decline(
+                f"the result of `{old}` at {_location(frame)} is used while {receiver_code} itself is "
+                f"changed; the out-of-place call would leave {receiver_code} as it was",
+                diagnosis=f"write {receiver_code} = {new} and use {receiver_code}", at=frame,
+            )
+        return self._site(op, modified, evidence, count, frame, span, params, old, new)
+
+    def _call_params(
+        self, op: Mapping[str, Any], call: cst.Call, imports: ImportTable, module: cst.Module, frame: Frame
+    ) -> dict[str, Any] | Decline:
+        """How to make an in-place call out-of-place: drop ``inplace=True``, or the method's ``_``."""
+        qualified = imports.qualify(call.func) or ""
+        name = qualified.rsplit(".", 1)[-1]
+        if keyword_arg(call, "inplace") is not None or (
+            name in _FUNCTIONAL_INPLACE and is_torch_name(qualified, f"torch.nn.functional.{name}")
+        ):
+            position = _FUNCTIONAL_INPLACE.get(name)
+            target = argument(call, position, "inplace") if position is not None else keyword_arg(call, "inplace")
+            if target is not None and not _is_true(target.value):
+                switch = module.code_for_node(target.value)
+                built = f" (the {op['module']} built at {_short(op.get('module_site'))})" if op.get("module_site") else ""
+                return self.decline(
+                    f"`{_compact(module, call)}` at {_location(frame)} takes its in-place switch from `{switch}`, "
+                    f"which was true here{built}",
+                    diagnosis=f"make `{switch}` false where it is set{built}", at=frame,
+                )
+            if (
+                target is None or not is_torch_name(qualified, f"torch.nn.functional.{name}")
+                or (target.keyword is None and target is not positional_args(call)[-1])
+            ):
+                return self.decline(
+                    f"`{_compact(module, call)}` at {_location(frame)} is not a torch.nn.functional call "
+                    "with inplace=True",
+                    diagnosis="call it with inplace=False", at=frame,
+                )
+            return {"kind": "drop-inplace", "position": None if target.keyword else position}
+        func = cst.ensure_type(call.func, cst.Attribute)  # inplace_node only gives `x.op_(...)` otherwise
+        kind = "function" if qualified.startswith("torch.") else "method"
+        if func.attr.value in _NO_TWIN or qualified.startswith("torch.nn.init."):
+            receiver = _receiver(call, kind)
+            copy = f"{_compact(module, receiver)}.clone()" if receiver is not None else "a clone()"
+            return self.decline(
+                f"`{_compact(module, call)}` at {_location(frame)} has no out-of-place twin",
+                diagnosis=f"apply it to a copy ({copy}) or build the new tensor out-of-place", at=frame,
+            )
+        return {"kind": kind}
+
+    def _site(
+        self,
+        op: Mapping[str, Any],
+        modified: Modified,
+        evidence: Evidence,
+        count: int,
+        frame: Frame,
+        span: Span,
+        params: dict[str, Any],
+        old: str,
+        new: str,
+    ) -> Site:
+        if params["kind"] == "drop-inplace" and not params.get("rebind"):
+            summary = f"Removed inplace=True from {old} at {_location(frame)}"
+        else:
+            summary = f"Replaced {old} with {new} at {_location(frame)}"
+        return Site(
+            pattern=self.ID,
+            file=frame.file,
+            span=span,
+            params=params,
+            summary=f"{summary}: it modified in place {modified.what} that backward() needed",
+            applicability=Applicability.SAFE,
+            evidence=self._evidence(op, modified, evidence, count, after=new),
+            evidence_text=self._evidence_text(op, modified, evidence, count, where=f"`{old}` at {_location(frame)}"),
+        )
+
+    def _evidence(
+        self, op: Mapping[str, Any], modified: Modified, evidence: Evidence, count: int, after: str
+    ) -> dict[str, Any]:
+        return {
+            "modified": modified.to_json(),
+            "op": {
+                "op": op.get("op"), "shape": op.get("shape"), "dtype": op.get("dtype"),
+                "producer": op.get("producer"), "version": op.get("version"),
+                "site": _short(op.get("site")), "module": op.get("module"),
+                "module_site": _short(op.get("module_site")),
+            },
+            "matching_ops": count,
+            "traced_ops": len(evidence.inplace_ops),
+            "rewritten_to": after,
+        }
+
+    def _evidence_text(
+        self, op: Mapping[str, Any], modified: Modified, evidence: Evidence, count: int, where: str
+    ) -> str:
+        times = "" if count == 1 else f" ({count} times)"
+        traced = len(evidence.inplace_ops)
+        return (
+            f"backward() found {modified.what} at version {modified.version} instead of {modified.expected}; "
+            f"of the {traced} in-place operation{'' if traced == 1 else 's'} traced since the last backward(), "
+            f"the {op.get('op')} on that tensor ({op.get('producer')}, version {op.get('version')}) "
+            f"was {where}{times}"
+        )
+
+    # the leaf error ------------------------------------------------------------------------
+    def _locate_leaf(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        frame = failure.user_frame
+        if frame is None:
+            return self.decline("the in-place update of the leaf tensor happens inside a library")
+        path = Path(frame.file)
+        wrapper = sources.metadata(path)
+        module = wrapper.module
+        found = statement_at(wrapper, frame.line)
+        update = "torch.no_grad()"
+        if found is None:
+            return self.decline(
+                f"the in-place update at {_location(frame)} is not a statement on its own line",
+                diagnosis=f"put the update on its own line, inside `with {update}:`", at=frame,
+            )
+        statement, span = found
+        code = _compact(module, statement)
+        imports = ImportTable(module)
+        if not all(_is_inplace_statement(small, imports) for small in statement.body):
+            return self.decline(
+                f"`{code}` at {_location(frame)} does not itself change a tensor in place: a function it "
+                "calls does",
+                diagnosis=f"run that update inside `with {update}:`, or give the function a tensor that "
+                "does not require grad",
+                at=frame,
+            )
+        no_grad = _no_grad_call(imports)
+        if no_grad is None:
+            return self.decline(
+                f"{path.name} imports no torch name to write torch.no_grad() with",
+                diagnosis=f"wrap `{code}` in `with torch.no_grad():` (and import torch in {path.name})",
+                at=frame,
+            )
+        parents = wrapper.resolve(ParentNodeProvider)
+        if _under_no_grad(statement, parents, imports):
+            return self.decline(
+                f"`{code}` at {_location(frame)} already runs under no_grad, yet autograd saw the in-place update",
+                diagnosis="look for a torch.enable_grad() or set_grad_enabled(True) around this update",
+                at=frame,
+            )
+        parent = parents[statement]
+        body: Sequence[cst.BaseStatement] = parent.body if isinstance(parent, cst.IndentedBlock | cst.Module) else ()
+        index = next((i for i, node in enumerate(body) if node is statement), None)
+        if index is None:
+            return self.decline(f"cannot find the block that holds `{code}` at {_location(frame)}")
+        previous = body[index - 1] if index > 0 else None
+        merge = previous is not None and _is_no_grad_block(previous, imports) and not statement.leading_lines
+        others = len(body) - 1 - (1 if merge else 0)
+        applicability = Applicability.SAFE if others == 0 else Applicability.UNSAFE
+        recorded = next(
+            (
+                op for op in (evidence.inplace_ops if evidence else ())
+                if op.get("leaf") and isinstance(op.get("site"), Mapping)
+                and Path(op["site"]["file"]) == path and op["site"].get("line") == frame.line
+            ),
+            None,
+        )
+        tensor = (
+            f"a leaf tensor {_shape_text(recorded.get('shape'))} that requires grad ({recorded.get('op')})"
+            if recorded else "a leaf tensor that requires grad"
+        )
+        view = "a view of " if match.groupdict().get("view") else ""
+        rest = "" if others == 0 else f"; the {others} other statement(s) of its block stay outside the block"
+        if merge and previous is not None:
+            block_code = _compact(module, cst.ensure_type(previous, cst.With).items[0].item)
+            summary = (
+                f"Moved {code} at {_location(frame)} into the `with {block_code}:` block above it: it "
+                f"changes {view}{tensor} in place, which autograd allows only under no_grad"
+            )
+            extra: tuple[Span, ...] = (spans(wrapper)[previous],)
+            params = {"kind": "no-grad-merge"}
+        else:
+            summary = (
+                f"Wrapped {code} at {_location(frame)} in `with {no_grad}:`: it changes {view}{tensor} in "
+                "place, which autograd allows only under no_grad"
+            )
+            extra = ()
+            params = {"kind": "no-grad", "no_grad": no_grad}
+        return Site(
+            pattern=self.ID,
+            file=str(path),
+            span=span,
+            params=params,
+            summary=summary,
+            applicability=applicability,
+            evidence={
+                "statement": code,
+                "view_of_leaf": bool(view),
+                "op": {k: recorded.get(k) for k in ("op", "shape", "dtype", "leaf", "version")} if recorded else None,
+                "block_statements": len(body),
+                "merged_into_no_grad_block": merge,
+            },
+            evidence_text=(
+                f"the failing statement `{code}` at {_location(frame)} changes {view}{tensor} in place"
+                + (" (traced)" if recorded else "") + rest
+            ),
+            notes=() if others == 0 else (
+                "Only the failing update was put under no_grad; other updates in the same block may need it too.",
+            ),
+            extra_spans=extra,
+        )
+
+
+def _binding_keeps_meaning(parent: cst.CSTNode, receiver: cst.BaseExpression, module: cst.Module) -> bool:
+    """Whether using the out-of-place result where the in-place one was used changes nothing.
+
+    True when the result is bound back to the tensor's own name (``h = torch.relu_(h)``), when
+    the modified tensor is a temporary nobody else holds (``F.relu(self.bn(x), inplace=True)``),
+    or when a local is returned (``return x.relu_()``).
+    """
+    if not isinstance(receiver, cst.Name | cst.Attribute | cst.Subscript):
+        return True
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        return module.code_for_node(parent.targets[0].target) == module.code_for_node(receiver)
+    return isinstance(parent, cst.Return) and isinstance(receiver, cst.Name)
+
+
+def _short(record: object) -> str | None:
+    if not isinstance(record, Mapping) or "file" not in record:
+        return None
+    return f"{Path(str(record['file'])).name}:{record.get('line')}"
+
+
+def _shape_text(shape: object) -> str:
+    return f"[{', '.join(map(str, shape))}]" if isinstance(shape, list | tuple) else "[?]"

@@ -1,0 +1,1 @@
+"""Pattern no-grad-graph."""
