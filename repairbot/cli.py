@@ -11,14 +11,23 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from rich.console import Console, ConsoleRenderable
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.text import Text
 
 from repairbot import __version__, api, registry
+from repairbot.output import git
+from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text
+from repairbot.output.sarif import render_sarif
+from repairbot.sources import write_atomic
 from repairbot.types import BadInput, RepairReport
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,7 +57,7 @@ def common_options(command: F) -> F:
     def wrapper(*args: Any, verbose: bool, quiet: bool, color: bool | None, **kwargs: Any) -> Any:
         ctx = click.get_current_context()
         ctx.color = _use_color(color)
-        ctx.meta["verbose"], ctx.meta["quiet"] = verbose, quiet
+        ctx.meta["verbose"], ctx.meta["quiet"], ctx.meta["color"] = verbose, quiet, color
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             return command(*args, **kwargs)
@@ -105,10 +114,86 @@ def _write_report_file(path: str, content: str) -> None:
     if path == "-":
         click.echo(content, nl=False)
         return
+    target = Path(path)
     try:
-        Path(path).write_text(content, encoding="utf-8")
+        if target.exists() and not target.is_file():
+            # a device or a pipe (/dev/stdout, a process substitution): written as a stream
+            with target.open("w", encoding="utf-8") as stream:
+                stream.write(content)
+        else:
+            # whole or not at all: a reader (a CI step, a dashboard) never sees half a report
+            write_atomic(target, content.encode("utf-8"))
     except OSError as error:
         raise BadInput(f"cannot write {path}: {error.strerror}") from None
+
+
+def _report_root(script: Path) -> Path:
+    """The folder a report's paths are relative to: the repository's top folder, else the
+    working directory (as ``api.repair`` chooses it)."""
+    try:
+        return git.open_repo(script.absolute()).root
+    except BadInput:
+        return Path.cwd().resolve()
+
+
+class Progress:
+    """The progress of a repair on stderr, one line per run.
+
+    On an interactive terminal, a live status line (spinner, the run, its elapsed time and the
+    repair's) that leaves each finished run behind as a line with its duration; elsewhere
+    (a CI log, a pipe), each run's plain ``repairbot: run N: ...`` line as it starts.
+    """
+
+    def __init__(self, console: Console, live: bool) -> None:
+        self.console = console
+        self.live: Live | None = None
+        self.message: str | None = None
+        self.started = self.run_started = time.monotonic()
+        if live:
+            self.spinner = Spinner("dots", style="cyan")
+            self.live = Live(self, console=console, transient=True, refresh_per_second=8)
+            self.live.start()
+
+    def __rich__(self) -> ConsoleRenderable:
+        now = time.monotonic()
+        text = Text.assemble(
+            ("repairbot: ", "bold"), self.message or "starting",
+            (f"  {now - self.run_started:.0f} s (total {now - self.started:.0f} s)", "dim"),
+        )
+        self.spinner.update(text=text)
+        return self.spinner
+
+    def _finish_run(self) -> None:
+        if self.live is not None and self.message is not None:
+            took = time.monotonic() - self.run_started
+            self.live.console.print(Text.assemble(("repairbot: ", "bold"), self.message, (f" ({took:.1f} s)", "dim")))
+
+    def __call__(self, message: str) -> None:
+        self._finish_run()
+        self.message, self.run_started = message, time.monotonic()
+        if self.live is None:
+            self.console.print(Text.assemble(("repairbot: ", "bold"), message))
+
+    def close(self) -> None:
+        if self.live is not None:
+            self._finish_run()
+            self.live.stop()
+            self.live = None
+        self.message = None
+
+
+def _progress(color: bool | None, silent: bool) -> Progress | None:
+    if silent:
+        return None
+    stream = sys.stderr
+    terminal = stream.isatty()
+    interactive = terminal and os.environ.get("TERM") != "dumb" and os.environ.get("TTY_INTERACTIVE") != "0"
+    colored = color if color is not None else terminal and "NO_COLOR" not in os.environ
+    console = Console(
+        file=stream, force_terminal=colored or interactive, force_interactive=interactive,
+        no_color=not colored, highlight=False, soft_wrap=True,
+    )
+    return Progress(console, live=interactive)
 
 
 @main.command(context_settings={"ignore_unknown_options": False})
@@ -121,6 +206,8 @@ def _write_report_file(path: str, content: str) -> None:
 @click.option("--max-steps", type=int, default=20, show_default=True, help="Optimizer steps outside DataLoader loops before a run ends as passing.")
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Wall-clock limit of one run, in seconds.")
 @click.option("--json", "json_path", metavar="PATH", help="Write the JSON report ('-' for stdout).")
+@click.option("--markdown", "markdown_path", metavar="PATH", help="Write the Markdown report (e.g. $GITHUB_STEP_SUMMARY; '-' for stdout).")
+@click.option("--sarif", "sarif_path", metavar="PATH", help="Write the failures and fixes as SARIF 2.1.0 ('-' for stdout).")
 @click.option("--branch", metavar="NAME", help="Branch for the fix commit (default: repairbot/fix-<stem>-<sha8>).")
 @click.option("--no-branch", is_flag=True, help="Write the fix into the working tree instead of a new branch.")
 @click.option("--safe-only", is_flag=True, help="Apply only fixes whose applicability is safe.")
@@ -129,34 +216,58 @@ def _write_report_file(path: str, content: str) -> None:
 @click.option("--exclude", multiple=True, metavar="ID", help="Never try these patterns (repeatable).")
 @click.option("--keep-scratch", is_flag=True, help="Keep the runs' scratch folder (outputs, shadowed files) and name it in the report.")
 @common_options
-def fix(script: Path, script_args: tuple[str, ...], json_path: str | None, **options: Any) -> None:
+def fix(
+    script: Path, script_args: tuple[str, ...], json_path: str | None, markdown_path: str | None,
+    sarif_path: str | None, **options: Any,
+) -> None:
     """Run SCRIPT under the tracing harness and repair the crash it hits.
 
     Arguments for the script go after `--`: repairbot fix train.py -- --epochs 1
     """
     ctx = click.get_current_context()
     quiet, verbose = ctx.meta["quiet"], ctx.meta["verbose"]
-    to_stderr = json_path == "-"
-    if options["dry_run"] and options["no_branch"]:
-        raise BadInput("--dry-run and --no-branch exclude each other")
-    if options["branch"] and (options["dry_run"] or options["no_branch"]):
-        raise BadInput("--branch needs branch mode (no --dry-run, no --no-branch)")
-
-    def progress(message: str) -> None:
-        if verbose or not quiet:
-            click.echo(f"repairbot: {message}", err=True)
-
-    fix_options = api.FixOptions(script=script, args=tuple(script_args), **options)
+    paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}
+    to_stderr = "-" in paths.values()
+    if list(paths.values()).count("-") > 1:  # a usage error: no report can be written
+        raise BadInput("only one of --json, --markdown and --sarif can be '-' (stdout)")
+    progress = _progress(ctx.meta["color"], silent=quiet and not verbose)
     try:
+        if options["dry_run"] and options["no_branch"]:
+            raise BadInput("--dry-run and --no-branch exclude each other")
+        if options["branch"] and (options["dry_run"] or options["no_branch"]):
+            raise BadInput("--branch needs branch mode (no --dry-run, no --no-branch)")
+        fix_options = api.FixOptions(script=script, args=tuple(script_args), **options)
         report = api.repair(fix_options, progress=progress)
     except BadInput as error:
-        if json_path:
-            _write_report_file(json_path, render_json(api.error_report(str(script), str(error))))
+        _write_reports(paths, api.error_report(str(script), str(error)), script, first_error_wins=True)
         raise
+    finally:
+        if progress is not None:
+            progress.close()
     _show(report, quiet=quiet, to_stderr=to_stderr, show_diff=not quiet)
-    if json_path:
-        _write_report_file(json_path, render_json(report))
+    _write_reports(paths, report, script)
     ctx.exit(report.exit_code)
+
+
+def _write_reports(
+    paths: dict[str, str | None], report: RepairReport, script: Path, first_error_wins: bool = False
+) -> None:
+    """Every report asked for; with ``first_error_wins`` (the run was refused already), a report
+    that cannot be written does not hide the reason of the refusal."""
+    root = _report_root(script) if paths["markdown"] or paths["sarif"] else None
+    renderers: dict[str, Callable[[], str]] = {
+        "json": lambda: render_json(report),
+        "markdown": lambda: render_markdown(report, root),
+        "sarif": lambda: render_sarif(report, registry.all_patterns(), root),
+    }
+    for kind, path in paths.items():
+        if not path:
+            continue
+        try:
+            _write_report_file(path, renderers[kind]())
+        except BadInput:
+            if not first_error_wins:
+                raise
 
 
 def _show(report: RepairReport, quiet: bool, to_stderr: bool, show_diff: bool) -> None:

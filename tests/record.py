@@ -57,14 +57,17 @@ def recordable(case: PatternCase) -> bool:
     return "cuda" not in case.config.get("requires", ()) or cuda_available()
 
 
-def probes_for(case: PatternCase) -> frozenset[str]:
-    """What `repairbot fix` would have on: every pattern's cheap probes, this one's costly ones."""
+def probes_for(case: PatternCase) -> tuple[frozenset[str], frozenset[str]]:
+    """What `repairbot fix` has on: every pattern's cheap probes in each run, and this
+    pattern's costly ones in the rerun that gathers its evidence."""
     patterns = registry.all_patterns()
     mine = next(p for p in patterns if case.pattern_id == p.ID)
-    return frozenset().union(*(p.PROBES for p in patterns)) | mine.RERUN_PROBES
+    return frozenset().union(*(p.PROBES for p in patterns)), mine.RERUN_PROBES
 
 
 def record(case: PatternCase) -> None:
+    """As the repair loop sees it: the traceback of the plain run (what is classified) and the
+    evidence of the run with the pattern's rerun probes, when it has some (what is located)."""
     if not recordable(case):
         return
     with tempfile.TemporaryDirectory(prefix="repairbot-record-") as tmp:
@@ -73,17 +76,21 @@ def record(case: PatternCase) -> None:
             make_cuda_checkpoint(project, case.config["checkpoint"])
         scratch = Path(tmp) / "scratch"
         runner = SubprocessRunner(scratch_root=scratch, keep_scratch=True)
-        result = runner.run(
-            RunRequest(
-                script=project / case.config.get("script", "train.py"),
-                args=tuple(case.config.get("args", ())),
-                cwd=project,
-                timeout=120,
-                probes=probes_for(case),
+        base, rerun = probes_for(case)
+        runs = [base, base | rerun] if rerun else [base]
+        for probes in runs:
+            result = runner.run(
+                RunRequest(
+                    script=project / case.config.get("script", "train.py"),
+                    args=tuple(case.config.get("args", ())),
+                    cwd=project,
+                    timeout=120,
+                    probes=probes,
+                )
             )
-        )
-        raw = json.loads((scratch / "run-1" / "evidence.json").read_text(encoding="utf-8"))
-        stderr = result.stderr
+            if probes is runs[0]:
+                stderr = result.stderr
+        raw = json.loads((scratch / f"run-{len(runs)}" / "evidence.json").read_text(encoding="utf-8"))
         starts = [m.start() for m in _TRACEBACK_START.finditer(stderr)]
         traceback_text = stderr[starts[0]:] if starts else stderr
         (case.folder / "traceback.txt").write_text(_normalise_text(traceback_text, project), encoding="utf-8")
