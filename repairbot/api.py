@@ -179,6 +179,7 @@ def _report(
     fixed = result.status is Status.FIXED
     return RepairReport(
         script=_relative(delivery.root, script),
+        root=str(delivery.root),
         status=result.status,
         stop_reason=result.stop_reason,
         attempts=result.attempts,

@@ -23,7 +23,6 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from repairbot import __version__, api, registry
-from repairbot.output import git
 from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text
 from repairbot.output.sarif import render_sarif
@@ -125,15 +124,6 @@ def _write_report_file(path: str, content: str) -> None:
             write_atomic(target, content.encode("utf-8"))
     except OSError as error:
         raise BadInput(f"cannot write {path}: {error.strerror}") from None
-
-
-def _report_root(script: Path) -> Path:
-    """The folder a report's paths are relative to: the repository's top folder, else the
-    working directory (as ``api.repair`` chooses it)."""
-    try:
-        return git.open_repo(script.absolute()).root
-    except BadInput:
-        return Path.cwd().resolve()
 
 
 class Progress:
@@ -239,22 +229,23 @@ def fix(
         fix_options = api.FixOptions(script=script, args=tuple(script_args), **options)
         report = api.repair(fix_options, progress=progress)
     except BadInput as error:
-        _write_reports(paths, api.error_report(str(script), str(error)), script, first_error_wins=True)
+        _write_reports(paths, api.error_report(str(script), str(error)), first_error_wins=True)
         raise
     finally:
         if progress is not None:
             progress.close()
     _show(report, quiet=quiet, to_stderr=to_stderr, show_diff=not quiet)
-    _write_reports(paths, report, script)
+    _write_reports(paths, report)
     ctx.exit(report.exit_code)
 
 
 def _write_reports(
-    paths: dict[str, str | None], report: RepairReport, script: Path, first_error_wins: bool = False
+    paths: dict[str, str | None], report: RepairReport, first_error_wins: bool = False
 ) -> None:
     """Every report asked for; with ``first_error_wins`` (the run was refused already), a report
     that cannot be written does not hide the reason of the refusal."""
-    root = _report_root(script) if paths["markdown"] or paths["sarif"] else None
+    # a refused run has no repository root: its paths are the working directory's
+    root = Path(report.root) if report.root else Path.cwd().resolve()
     renderers: dict[str, Callable[[], str]] = {
         "json": lambda: render_json(report),
         "markdown": lambda: render_markdown(report, root),
@@ -300,6 +291,7 @@ def classify(log: str, as_json: bool) -> None:
     result = api.classify(text)
     failure = result.failure
     frame = failure.user_frame if failure else None
+    best = result.candidates[0].pattern if result.candidates else None
     data = {
         "pattern": result.pattern,
         "exc_type": failure.exc_type if failure else None,
@@ -307,6 +299,8 @@ def classify(log: str, as_json: bool) -> None:
         "file": frame.file if frame else None,
         "line": frame.line if frame else None,
         "command": failure.command if failure else None,
+        "fixable": best.FIXES if best else None,
+        "remedy": best.remedy() if best else None,
     }
     if as_json:
         click.echo(json.dumps(data))
@@ -318,6 +312,9 @@ def classify(log: str, as_json: bool) -> None:
         click.echo(f"user frame: {frame.location if frame else 'none'}")
         if failure.command:
             click.echo(f"command: {failure.command}")
+        if best is not None:
+            how = f"`repairbot fix` rewrites it ({best.APPLICABILITY.value})" if best.FIXES else "diagnosed, never edited"
+            click.echo(f"remedy: {best.remedy()} [{how}]")
     ctx.exit(0 if result.pattern else 1)
 
 

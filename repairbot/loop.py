@@ -239,7 +239,7 @@ class RepairLoop:
     def _evidence_for(self, run: RunResult, ranked: Sequence[Candidate], key: tuple[str, ...] | None) -> Evidence | None:
         """The run's evidence, or that of a rerun with the costly probes the candidates need."""
         had = run.evidence.probes if run.evidence else frozenset()
-        needed = frozenset().union(*(c.pattern.RERUN_PROBES for c in ranked)) - had
+        needed = frozenset().union(*(c.pattern.rerun_probes(c.match) for c in ranked)) - had
         if not needed:
             return run.evidence
         traced = self._run(

@@ -132,6 +132,11 @@ class Pattern:
             )
         return result
 
+    def rerun_probes(self, match: re.Match[str]) -> frozenset[str]:
+        """The costly probes this failure needs (a pattern with several signatures may need
+        them for some only)."""
+        return self.RERUN_PROBES
+
     def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
         """Could this failure be an artefact of the forced batch size? (Then confirm it first.)"""
         return not self.BATCH_INVARIANT
@@ -142,6 +147,13 @@ class Pattern:
             pattern=self.ID, reason=reason, diagnosis=diagnosis,
             file=at.file if at else None, line=at.line if at else None,
         )
+
+    @classmethod
+    def remedy(cls) -> str:
+        """What to do about the failure, from its text alone: the standard remedy of a
+        diagnose-only pattern, or what a fixing pattern's rewrite does."""
+        text = cls.REMEDY or " ".join(cls.documentation().get("", "").split())
+        return text.replace("``", "`")  # docstrings quote code reST-style
 
     @classmethod
     def documentation(cls) -> dict[str, str]:

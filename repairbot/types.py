@@ -198,6 +198,7 @@ class RepairReport:
     notes: tuple[str, ...] = ()
     remaining: Failure | None = None  # a failure left at the stop that no attempt describes
     error: str | None = None  # one-line reason of a bad-input stop
+    root: str | None = None  # the folder the report's paths are relative to (not in the JSON)
     health: tuple[Mapping[str, Any], ...] = ()
 
     @property

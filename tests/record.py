@@ -57,42 +57,39 @@ def recordable(case: PatternCase) -> bool:
     return "cuda" not in case.config.get("requires", ()) or cuda_available()
 
 
-def probes_for(case: PatternCase) -> tuple[frozenset[str], frozenset[str]]:
-    """What `repairbot fix` has on: every pattern's cheap probes in each run, and this
-    pattern's costly ones in the rerun that gathers its evidence."""
-    patterns = registry.all_patterns()
-    mine = next(p for p in patterns if case.pattern_id == p.ID)
-    return frozenset().union(*(p.PROBES for p in patterns)), mine.RERUN_PROBES
+def _request(case: PatternCase, project: Path, probes: frozenset[str]) -> RunRequest:
+    return RunRequest(
+        script=project / case.config.get("script", "train.py"),
+        args=tuple(case.config.get("args", ())),
+        cwd=project,
+        timeout=120,
+        probes=probes,
+    )
 
 
 def record(case: PatternCase) -> None:
-    """As the repair loop sees it: the traceback of the plain run (what is classified) and the
-    evidence of the run with the pattern's rerun probes, when it has some (what is located)."""
+    """As the repair loop sees it: the traceback of the plain run (what is classified), and the
+    evidence of the rerun with the pattern's costly probes when the failure needs them (what is
+    located), else of the plain run."""
     if not recordable(case):
         return
+    patterns = registry.all_patterns()
+    pattern = next(p for p in patterns if case.pattern_id == p.ID)
+    cheap = frozenset().union(*(p.PROBES for p in patterns))
     with tempfile.TemporaryDirectory(prefix="repairbot-record-") as tmp:
         project = copy_project(case.before, Path(tmp) / "project").resolve()
         if case.config.get("checkpoint"):
             make_cuda_checkpoint(project, case.config["checkpoint"])
         scratch = Path(tmp) / "scratch"
         runner = SubprocessRunner(scratch_root=scratch, keep_scratch=True)
-        base, rerun = probes_for(case)
-        runs = [base, base | rerun] if rerun else [base]
-        for probes in runs:
-            result = runner.run(
-                RunRequest(
-                    script=project / case.config.get("script", "train.py"),
-                    args=tuple(case.config.get("args", ())),
-                    cwd=project,
-                    timeout=120,
-                    probes=probes,
-                )
-            )
-            if probes is runs[0]:
-                stderr = result.stderr
-        raw = json.loads((scratch / f"run-{len(runs)}" / "evidence.json").read_text(encoding="utf-8"))
-        starts = [m.start() for m in _TRACEBACK_START.finditer(stderr)]
-        traceback_text = stderr[starts[0]:] if starts else stderr
+        plain = runner.run(_request(case, project, cheap))
+        match = pattern.match(plain.failure) if plain.failure else None
+        costly = pattern.rerun_probes(match) if match else frozenset()
+        if costly:
+            runner.run(_request(case, project, cheap | costly))
+        raw = json.loads((scratch / f"run-{runner.runs}" / "evidence.json").read_text(encoding="utf-8"))
+        starts = [m.start() for m in _TRACEBACK_START.finditer(plain.stderr)]
+        traceback_text = plain.stderr[starts[0]:] if starts else plain.stderr
         (case.folder / "traceback.txt").write_text(_normalise_text(traceback_text, project), encoding="utf-8")
         (case.folder / "evidence.json").write_text(
             json.dumps(_normalise(raw, project), indent=1, sort_keys=True) + "\n", encoding="utf-8"

@@ -70,3 +70,43 @@ def test_confusion_matrix(capsys: pytest.CaptureFixture[str]) -> None:
         and (pair[0] in IMPLEMENTED or pair[1] != "none")
     }
     assert not wrong, f"misclassified: {wrong}"
+
+
+def _ranked(message: str) -> list[str]:
+    from repairbot.types import Failure
+
+    return [c.pattern.ID for c in candidates(Failure("RuntimeError", message), registry.all_patterns())]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Input type (torch.cuda.DoubleTensor) and weight type (torch.cuda.FloatTensor) should be the same",
+        "Input type (torch.DoubleTensor) and weight type (torch.FloatTensor) should be the same or input "
+        "should be a MKLDNN tensor and weight is a dense tensor",
+        "Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same",
+        "Input type (CUDADoubleType) and weight type (CUDAFloatType) should be the same",
+        "Expected object of scalar type Double but got scalar type Float for argument #2 'mat2'",
+    ],
+)
+def test_a_dtype_difference_is_not_a_device_mismatch(message: str) -> None:
+    assert "device-mismatch" not in _ranked(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same",
+        "Input type (CPUFloatType) and weight type (CUDAFloatType) should be the same or input should be a "
+        "MKLDNN tensor and weight is a dense tensor",
+        "Input type (torch.DoubleTensor) and weight type (torch.cuda.FloatTensor) should be the same",
+        "Expected all tensors to be on the same device, but got index is on cuda:0, different from other "
+        "tensors on cpu (when checking argument in method wrapper_CUDA__index_select)",
+        "Tensor for 'out' is on CPU, Tensor for argument #1 'self' is on CPU, but expected them to be on GPU "
+        "(while checking arguments for addmm)",
+        "Expected object of backend CUDA but got backend CPU for argument #2 'mat2'",
+        "Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:0!",
+    ],
+)
+def test_device_mismatch_message_forms(message: str) -> None:
+    assert _ranked(message)[:1] == ["device-mismatch"]

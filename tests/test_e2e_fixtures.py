@@ -7,6 +7,7 @@ that the user's checkout is exactly as it was, and that the fix branch really ru
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tests.support import (
     run_cli,
     snapshot,
 )
+from tests.test_reports import check_markdown, check_sarif, validate_report, validate_sarif
 
 pytestmark = pytest.mark.torch
 
@@ -48,7 +50,10 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -
     repo = prepare(fixture, tmp_path)
     before = snapshot(repo)
     report_path = tmp_path / "report.json"
-    args = ["fix", config.get("script", "train.py"), "--json", str(report_path)]
+    args = [
+        "fix", config.get("script", "train.py"), "--json", str(report_path),
+        "--markdown", str(tmp_path / "report.md"), "--sarif", str(tmp_path / "report.sarif"),
+    ]
     if config.get("args"):
         args += ["--", *config["args"]]
     result = run_cli(*args, cwd=repo)
@@ -70,6 +75,15 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -
 
     # The user's checkout is exactly as it was: branch, HEAD, index, files, stash, untracked.
     assert snapshot(repo) == before
+
+    # The four reports: JSON (schema), SARIF (official schema, fixes reproduce the diff),
+    # Markdown (failing lines, evidence, diff), text (blocks, then the status line).
+    validate_report(report)
+    sarif = json.loads((tmp_path / "report.sarif").read_text())
+    validate_sarif(sarif)
+    check_sarif(sarif, report, repo)
+    check_markdown((tmp_path / "report.md").read_text(), report, repo)
+    assert re.search(r"^Status: (SUCCESS|FAILED) \|", result.stdout.splitlines()[-1])
 
     if config["status"] != "fixed":
         assert report["branch"] is None and report["commit"] is None

@@ -23,16 +23,9 @@ from markdown_it import MarkdownIt
 from rich.console import Console
 
 from repairbot import api, cli
-from repairbot.output.diff import unified_diff
+from repairbot.output.diff import PatchError, apply_patch, parse_patch, split_lines, unified_diff
 from repairbot.output.markdown import code, escape, fenced, render_markdown
-from repairbot.output.report import (
-    PatchError,
-    apply_patch,
-    parse_patch,
-    render_text,
-    report_schema,
-    split_lines,
-)
+from repairbot.output.report import render_text, report_schema
 from repairbot.output.sarif import render_sarif, replacements
 from repairbot.registry import all_patterns
 from repairbot.types import (
@@ -52,15 +45,10 @@ from repairbot.types import (
 )
 from tests.support import (
     ROOT,
-    Fixture,
     commit_all,
-    copy_project,
-    cuda_available,
     fixtures,
     init_repo,
-    make_cuda_checkpoint,
     run_cli,
-    snapshot,
 )
 
 SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "schemas" / "sarif-schema-2.1.0.json").read_text())
@@ -104,51 +92,9 @@ def apply_replacements(text: str, items: list[dict[str, Any]]) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Real reports, every fixture
+# Real reports: tests/test_e2e_fixtures.py writes all four for every fixture and checks them
+# with these
 # --------------------------------------------------------------------------------------------
-
-
-def _run_fixture(fixture: Fixture, tmp_path: Path) -> tuple[Path, Any]:
-    repo = init_repo(tmp_path / "repo")
-    copy_project(fixture.folder, repo)
-    if fixture.config.get("checkpoint"):
-        make_cuda_checkpoint(repo, fixture.config["checkpoint"])
-    commit_all(repo)
-    before = snapshot(repo)
-    out = tmp_path / "out"
-    out.mkdir()
-    args = [
-        "fix", fixture.config.get("script", "train.py"), "--dry-run",
-        "--json", str(out / "report.json"), "--markdown", str(out / "report.md"), "--sarif", str(out / "report.sarif"),
-    ]
-    if fixture.config.get("args"):
-        args += ["--", *fixture.config["args"]]
-    result = run_cli(*args, cwd=repo)
-    assert result.returncode == fixture.config["exit_code"], result.stdout + result.stderr
-    assert snapshot(repo) == before  # --dry-run: the report files are the only writes
-    return repo, result
-
-
-@pytest.mark.torch
-@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
-def test_every_fixture_gets_four_valid_reports(fixture: Fixture, tmp_path: Path) -> None:
-    if "cuda" in fixture.config.get("requires", ()) and not cuda_available():
-        pytest.skip("needs a CUDA GPU")
-    repo, result = _run_fixture(fixture, tmp_path)
-    out = tmp_path / "out"
-    report = json.loads((out / "report.json").read_text())
-    validate_report(report)
-    assert report["status"] == fixture.config["status"]
-
-    log = json.loads((out / "report.sarif").read_text())
-    validate_sarif(log)
-    check_sarif(log, report, repo)
-
-    markdown = (out / "report.md").read_text()
-    check_markdown(markdown, report, repo)
-
-    # the text report keeps its shape: blocks, then the status line, last
-    assert re.search(r"^Status: (SUCCESS|FAILED) \|", result.stdout.splitlines()[-1])
 
 
 def check_sarif(log: dict[str, Any], report: dict[str, Any], repo: Path) -> None:

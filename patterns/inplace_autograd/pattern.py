@@ -529,6 +529,10 @@ class InplaceAutograd(Pattern):
     BATCH_INVARIANT = True
     Transformer = OutOfPlace
 
+    def rerun_probes(self, match: re.Match[str]) -> frozenset[str]:
+        # the leaf error fails at the in-place statement itself: there is nothing to trace
+        return frozenset() if match.groupdict().get("leaf") else self.RERUN_PROBES
+
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
     ) -> Site | Decline:

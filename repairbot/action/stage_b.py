@@ -39,7 +39,8 @@ if __package__ in (None, ""):  # run by path, as the workflow does
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from repairbot.action.github import annotation, set_outputs
-from repairbot.output.report import SCHEMA, FilePatch, PatchError, parse_patch
+from repairbot.output.diff import FilePatch, PatchError, parse_patch
+from repairbot.output.report import SCHEMA
 
 # What Stage A uploads, and the most each file may weigh.
 ARTIFACT_FILES = {"report.json": 8 << 20, "report.md": 1 << 20, "report.sarif": 8 << 20, "fix.patch": 1 << 20}

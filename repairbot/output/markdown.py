@@ -16,16 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from repairbot import __version__
-from repairbot.output.diff import decode
-from repairbot.output.report import (
-    SCHEMA,
+from repairbot.output.diff import (
     FilePatch,
     PatchError,
     apply_patch,
-    failing_frame,
+    decode,
     parse_patch,
     split_lines,
 )
+from repairbot.output.report import SCHEMA, failing_frame
 from repairbot.types import (
     Attempt,
     Decline,

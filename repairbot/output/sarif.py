@@ -18,7 +18,8 @@ from typing import Any
 
 from repairbot import __version__
 from repairbot.classify import candidates
-from repairbot.output.report import Hunk, PatchError, failing_frame, parse_patch, report_to_json
+from repairbot.output.diff import Hunk, PatchError, parse_patch
+from repairbot.output.report import failing_frame, report_to_json
 from repairbot.pattern import Pattern
 from repairbot.types import Attempt, Failure, Frame, RepairReport, Span, Status
 

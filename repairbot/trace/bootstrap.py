@@ -991,6 +991,10 @@ def _environment(torch):
         env["torch"] = torch.__version__.split("+")[0]
         try:
             env["cuda_available"] = bool(torch.cuda.is_available())
+            if env["cuda_available"]:
+                count = torch.cuda.device_count()
+                env["cuda_device_count"] = count
+                env["devices"] = [torch.cuda.get_device_name(i) for i in range(count)]
         except Exception:
             pass
     return env
