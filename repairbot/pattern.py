@@ -19,6 +19,7 @@ The registry discovers pattern folders; there is no list to edit.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -177,5 +178,5 @@ def parse_sections(doc: str) -> dict[str, str]:
     sections[""] = text[: marks[0].start()].strip() if marks else text.strip()
     for mark, following in zip(marks, [*marks[1:], None], strict=True):
         end = following.start() if following else len(text)
-        sections[mark.group(1)] = text[mark.end() : end].strip()
+        sections[mark.group(1)] = textwrap.dedent(text[mark.end() : end]).strip()
     return sections

@@ -48,3 +48,17 @@ def test_select_by_id() -> None:
     assert "map-location" not in {p.ID for p in rest}
     with pytest.raises(BadInput, match="unknown pattern id: nope"):
         registry.select(PATTERNS, include=["nope"])
+
+
+def test_the_generated_catalogue_page_is_fresh() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "gen_pattern_docs.py"
+    spec = importlib.util.spec_from_file_location("gen_pattern_docs", script)
+    assert spec is not None and spec.loader is not None
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    assert generator.PAGE.read_text(encoding="utf-8") == generator.render(), (
+        "docs/patterns.md is stale: run python scripts/gen_pattern_docs.py"
+    )
