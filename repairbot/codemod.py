@@ -168,6 +168,22 @@ def replace_arg_value(call: cst.Call, target: cst.Arg, value: cst.BaseExpression
     )
 
 
+def remove_arg(call: cst.Call, target: cst.Arg) -> cst.Call:
+    """The call without one argument, in the call's own layout.
+
+    The argument after the removed one keeps its place; when the last argument goes, the one
+    before it takes its comma (a trailing comma stays trailing) and what preceded ``)``.
+    """
+    args = list(call.args)
+    index = next(i for i, arg in enumerate(args) if arg is target)
+    del args[index]
+    if not args:
+        return call.with_changes(args=[], whitespace_before_args=cst.SimpleWhitespace(""))
+    if index == len(args):
+        args[-1] = args[-1].with_changes(comma=target.comma, whitespace_after_arg=target.whitespace_after_arg)
+    return call.with_changes(args=args)
+
+
 def append_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
     """The call with ``name=value`` added after its last argument, in the call's own layout.
 
@@ -202,3 +218,55 @@ def append_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.
     )
     args.append(new_arg.with_changes(whitespace_after_arg=last.whitespace_after_arg))
     return call.with_changes(args=args)
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """A node and everything under it, in source order."""
+    yield node
+    for child in node.children:
+        yield from walk(child)
+
+
+def one_line(module: cst.Module, node: cst.CSTNode) -> str:
+    """A node's code on one line, for a report: ``nn.Dropout(p=0.1, inplace=True)`` whatever
+    its layout (a call's arguments are joined with ``, ``; other whitespace runs collapse)."""
+    if isinstance(node, cst.Call):
+        parts = [
+            f"{arg.star}{arg.keyword.value + '=' if arg.keyword else ''}{one_line(module, arg.value)}"
+            for arg in node.args
+        ]
+        return f"{one_line(module, node.func)}({', '.join(parts)})"
+    return " ".join(module.code_for_node(node).split())
+
+
+def quote_of(module: cst.Module) -> str:
+    """The quote character the file mostly writes its strings with."""
+    single = double = 0
+    for node in m.findall(module, m.SimpleString()):
+        if isinstance(node, cst.SimpleString):
+            single += node.quote == "'"
+            double += node.quote == '"'
+    return "'" if single > double else '"'
+
+
+def string_literal(module: cst.Module, text: str) -> str:
+    """``text`` quoted the way the file mostly quotes its strings."""
+    quote = quote_of(module)
+    return f"{quote}{text}{quote}"
+
+
+def binds_tighter_than_attribute(value: cst.BaseExpression) -> bool:
+    """Names, attributes, calls, subscripts and anything in parentheses take ``.attr`` as they are."""
+    if getattr(value, "lpar", None):
+        return True
+    return isinstance(value, cst.Name | cst.Attribute | cst.Call | cst.Subscript)
+
+
+def method_call(value: cst.BaseExpression, method: str, *args: cst.BaseExpression) -> cst.Call:
+    """``value.method(args)``, parenthesising ``value`` where ``.`` would bind to part of it."""
+    if not binds_tighter_than_attribute(value):
+        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.Call(
+        func=cst.Attribute(value=value, attr=cst.Name(method)),
+        args=[cst.Arg(arg) for arg in args],
+    )

@@ -207,13 +207,6 @@ def source(sources: Sources, file: str) -> Source | None:
     return Source(path=path, wrapper=wrapper, positions=spans(wrapper), imports=ImportTable(wrapper.module))
 
 
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """A node and everything under it, in source order."""
-    yield node
-    for child in node.children:
-        yield from walk(child)
-
-
 class _Reads(cst.CSTVisitor):
     """The plain names an expression reads (attribute names and keywords are not variables)."""
 

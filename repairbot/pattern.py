@@ -53,6 +53,11 @@ def signature(exc_types: str | Iterable[str], regex: str, flags: int = 0) -> Sig
     return Signature(types, re.compile(regex, flags | re.DOTALL))
 
 
+def phrase(text: str) -> str:
+    """A fixed phrase as a regex that also matches it wrapped over lines (terminals, logs)."""
+    return r"\s+".join(re.escape(word) for word in text.split())
+
+
 def type_matches(exc_type: str, expected: str) -> bool:
     """``torch.OutOfMemoryError`` matches ``OutOfMemoryError``; a dotted ``expected`` must match whole."""
     return exc_type == expected or exc_type.endswith("." + expected)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from repairbot.codemod import walk
 from repairbot.evidence import Evidence
 from repairbot.facts import (
     Description,
@@ -19,7 +20,6 @@ from repairbot.facts import (
     shape_of,
     shape_text,
     source,
-    walk,
 )
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources

@@ -20,7 +20,16 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from repairbot.codemod import ImportTable, append_keyword, dotted_name, is_torch_name, keyword_arg
+from repairbot.codemod import (
+    ImportTable,
+    append_keyword,
+    dotted_name,
+    is_torch_name,
+    keyword_arg,
+    one_line,
+    quote_of,
+    walk,
+)
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, signature, span_of
 from repairbot.sources import Sources
@@ -722,7 +731,7 @@ class _Locator:
         return self._site(
             found, view.path, span, "device-keyword", device,
             params={},
-            summary=f"Created {name} on {device.phrase}: added device={device.code} to {_compact(view.code(call))} "
+            summary=f"Created {name} on {device.phrase}: added device={device.code} to {one_line(view.wrapper.module, call)} "
             f"at {view.path.name}:{span.line}",
         )
 
@@ -816,12 +825,11 @@ class _Locator:
             return device
         target = assign.targets[0].target
         if isinstance(value, cst.Call) and len(assign.targets) == 1 and isinstance(target, cst.Name | cst.Attribute):
-            new = f"{where.code(value)}.to({device.code})"
             return self._site(
                 found, where.path, where.positions[value], "chain-to", device,
                 params={},
                 summary=f"Moved the model to {device.code} where it is made at {location}: "
-                f"{_compact(where.code(value))} -> {_compact(new)}",
+                f"{one_line(where.wrapper.module, value)} -> {one_line(where.wrapper.module, value)}.to({device.code})",
             )
         # `model, criterion = Net(), nn.CrossEntropyLoss()`: a line of its own after the statement
         bound = [n for t in assign.targets for n in _bound_names(t.target)]
@@ -911,7 +919,7 @@ class _Locator:
         else:
             statements = list(view.wrapper.module.body)
             before = next((s for s in statements if not _is_docstring(s) and not _is_import(s)), statements[-1])
-        quote = _quote(view.wrapper.module)
+        quote = quote_of(view.wrapper.module)
         line = (
             f"{_NEW_DEVICE_NAME} = {torch_name}.device({quote}cuda{quote} if {torch_name}.cuda.is_available() "
             f"else {quote}cpu{quote})"
@@ -1044,13 +1052,7 @@ def _expression_at(positions: Mapping[cst.CSTNode, Span], frame: Frame) -> cst.C
 
 def _depth_rank(node: cst.CSTNode) -> int:
     """Count of descendants: among nodes with the same span the parent has the most."""
-    return sum(1 for _ in _walk(node))
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
+    return sum(1 for _ in walk(node))
 
 
 def _enclosing(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, kind: type[cst.CSTNode]) -> cst.CSTNode | None:
@@ -1159,16 +1161,6 @@ def _is_import(statement: cst.CSTNode) -> bool:
     )
 
 
-def _quote(module: cst.Module) -> str:
-    """The quote the file mostly writes its strings with."""
-    single = double = 0
-    for node in m.findall(module, m.SimpleString()):
-        if isinstance(node, cst.SimpleString):
-            single += node.quote == "'"
-            double += node.quote == '"'
-    return "'" if single > double else '"'
-
-
 def _param_order(function: cst.FunctionDef | None, name: str) -> int:
     if function is None:
         return 0
@@ -1178,11 +1170,6 @@ def _param_order(function: cst.FunctionDef | None, name: str) -> int:
 
 def _and(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def _compact(code: str) -> str:
-    """A call on one line, for the report."""
-    return re.sub(r"\s*\n\s*", " ", code).replace("( ", "(").replace(", )", ")")
 
 
 def _brief(info: Mapping[str, Any]) -> dict[str, Any]:

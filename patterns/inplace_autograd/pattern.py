@@ -19,7 +19,9 @@ from repairbot.codemod import (
     dotted_name,
     is_torch_name,
     keyword_arg,
+    one_line,
     positional_args,
+    remove_arg,
     spans,
 )
 from repairbot.evidence import Evidence, frame_from_json
@@ -232,22 +234,6 @@ def _needs_parentheses(value: cst.BaseExpression, operator_type: type[cst.BaseBi
     )
 
 
-def remove_arg(call: cst.Call, target: cst.Arg) -> cst.Call:
-    """The call without one argument, in the call's own layout (generic: a codemod helper).
-
-    The argument after the removed one keeps its place; when the last argument goes, the one
-    before it takes its comma (a trailing comma stays trailing) and what preceded ``)``.
-    """
-    args = list(call.args)
-    index = next(i for i, arg in enumerate(args) if arg is target)
-    del args[index]
-    if not args:
-        return call.with_changes(args=[], whitespace_before_args=cst.SimpleWhitespace(""))
-    if index == len(args):
-        args[-1] = args[-1].with_changes(comma=target.comma, whitespace_after_arg=target.whitespace_after_arg)
-    return call.with_changes(args=args)
-
-
 # --------------------------------------------------------------------------------------------
 # What the message says
 
@@ -436,17 +422,6 @@ def _location(frame: Frame) -> str:
     return f"{Path(frame.file).name}:{frame.line}"
 
 
-def _compact(module: cst.Module, node: cst.CSTNode) -> str:
-    """A node's code on one line, for the report: ``nn.Dropout(p=0.1, inplace=True)`` whatever its layout."""
-    if isinstance(node, cst.Call):
-        parts = [
-            f"{arg.star}{arg.keyword.value + '=' if arg.keyword else ''}{_compact(module, arg.value)}"
-            for arg in node.args
-        ]
-        return f"{_compact(module, node.func)}({', '.join(parts)})"
-    return " ".join(module.code_for_node(node).split())
-
-
 # --------------------------------------------------------------------------------------------
 # The pattern
 
@@ -628,7 +603,7 @@ class InplaceAutograd(Pattern):
             return None  # a module of the user's own with an `inplace` switch: the op is in its forward
         span = located.span
         key = (str(path), span.line, span.col, span.end_line, span.end_col)
-        built = _compact(module, call)
+        built = one_line(module, call)
         target = argument(call, _MODULE_INPLACE[module_type], "inplace")
         if target is None or (target.keyword is None and target is not positional_args(call)[-1]):
             return _Plan(key, frame, decline=self.decline(
@@ -641,7 +616,7 @@ class InplaceAutograd(Pattern):
                 "which may be shared with other layers",
                 diagnosis=f"build this {module_type} with inplace=False", at=frame,
             ))
-        after = _compact(module, remove_arg(call, target))
+        after = one_line(module, remove_arg(call, target))
         shown = "inplace=True" if target.keyword is not None else "the inplace argument (a positional True)"
         return _Plan(key, frame, site=Site(
             pattern=self.ID,
@@ -700,8 +675,8 @@ class InplaceAutograd(Pattern):
         if isinstance(params, Decline):
             return params
         receiver = _receiver(call, str(params["kind"]))
-        old, new_call = _compact(module, call), out_of_place_call(call, params)
-        new = _compact(module, new_call)
+        old, new_call = one_line(module, call), out_of_place_call(call, params)
+        new = one_line(module, new_call)
         if receiver is None:
             return self.decline(f"cannot tell which tensor `{old}` at {_location(frame)} changes")
         parent = wrapper.resolve(ParentNodeProvider)[call]
@@ -739,7 +714,7 @@ class InplaceAutograd(Pattern):
                 switch = module.code_for_node(target.value)
                 built = f" (the {op['module']} built at {_short(op.get('module_site'))})" if op.get("module_site") else ""
                 return self.decline(
-                    f"`{_compact(module, call)}` at {_location(frame)} takes its in-place switch from `{switch}`, "
+                    f"`{one_line(module, call)}` at {_location(frame)} takes its in-place switch from `{switch}`, "
                     f"which was true here{built}",
                     diagnosis=f"make `{switch}` false where it is set{built}", at=frame,
                 )
@@ -748,7 +723,7 @@ class InplaceAutograd(Pattern):
                 or (target.keyword is None and target is not positional_args(call)[-1])
             ):
                 return self.decline(
-                    f"`{_compact(module, call)}` at {_location(frame)} is not a torch.nn.functional call "
+                    f"`{one_line(module, call)}` at {_location(frame)} is not a torch.nn.functional call "
                     "with inplace=True",
                     diagnosis="call it with inplace=False", at=frame,
                 )
@@ -757,9 +732,9 @@ class InplaceAutograd(Pattern):
         kind = "function" if qualified.startswith("torch.") else "method"
         if func.attr.value in _NO_TWIN or qualified.startswith("torch.nn.init."):
             receiver = _receiver(call, kind)
-            copy = f"{_compact(module, receiver)}.clone()" if receiver is not None else "a clone()"
+            copy = f"{one_line(module, receiver)}.clone()" if receiver is not None else "a clone()"
             return self.decline(
-                f"`{_compact(module, call)}` at {_location(frame)} has no out-of-place twin",
+                f"`{one_line(module, call)}` at {_location(frame)} has no out-of-place twin",
                 diagnosis=f"apply it to a copy ({copy}) or build the new tensor out-of-place", at=frame,
             )
         return {"kind": kind}
@@ -837,7 +812,7 @@ class InplaceAutograd(Pattern):
                 diagnosis=f"put the update on its own line, inside `with {update}:`", at=frame,
             )
         statement, span = found
-        code = _compact(module, statement)
+        code = one_line(module, statement)
         imports = ImportTable(module)
         if not all(_is_inplace_statement(small, imports) for small in statement.body):
             return self.decline(
@@ -885,7 +860,7 @@ class InplaceAutograd(Pattern):
         view = "a view of " if match.groupdict().get("view") else ""
         rest = "" if others == 0 else f"; the {others} other statement(s) of its block stay outside the block"
         if merge and previous is not None:
-            block_code = _compact(module, cst.ensure_type(previous, cst.With).items[0].item)
+            block_code = one_line(module, cst.ensure_type(previous, cst.With).items[0].item)
             summary = (
                 f"Moved {code} at {_location(frame)} into the `with {block_code}:` block above it: it "
                 f"changes {view}{tensor} in place, which autograd allows only under no_grad"

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import libcst as cst
 
-from repairbot.codemod import ImportTable, argument, call_at, has_star_args, is_torch_name
+from repairbot.codemod import (
+    ImportTable,
+    argument,
+    call_at,
+    has_star_args,
+    is_torch_name,
+    one_line,
+    replace_arg_value,
+)
 from repairbot.evidence import Evidence, LinearTrace
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.sources import Sources
@@ -152,8 +160,8 @@ class LinearInFeatures(Pattern):
                 at=site,
             )
         new_code = module.code_for_node(new_value)
-        old_text = _compact_call(module, call)
-        new_text = _compact_call(module, call, replace=(target, new_code))
+        old_text = one_line(module, call)
+        new_text = one_line(module, replace_arg_value(call, target, new_value))
         shape = "x".join(map(str, linear.input_shape or (needed,)))
         traced = [
             f"{lt.type}({lt.in_features}, {lt.out_features}) at {Path(lt.site.file).name}:{lt.site.line}"
@@ -189,16 +197,6 @@ def _same_site(evidence: Evidence | None, linear: LinearTrace) -> list[LinearTra
         lt for lt in evidence.linears
         if lt is not linear and lt.site is not None and (lt.site.file, lt.site.line, lt.site.col) == key
     ]
-
-
-def _compact_call(module: cst.Module, call: cst.Call, replace: tuple[cst.Arg, str] | None = None) -> str:
-    """``nn.Linear(256, 10)`` on one line, whatever the call's own layout."""
-    parts = []
-    for arg in call.args:
-        value = replace[1] if replace and arg is replace[0] else module.code_for_node(arg.value)
-        keyword = f"{arg.keyword.value}=" if arg.keyword else ""
-        parts.append(f"{arg.star}{keyword}{value}")
-    return f"{module.code_for_node(call.func)}({', '.join(parts)})"
 
 
 def _factors(node: cst.BaseExpression) -> list[cst.Integer] | None:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-import libcst.matchers as m
 
 from repairbot.codemod import (
     ImportTable,
@@ -17,6 +16,7 @@ from repairbot.codemod import (
     calls_on_line,
     is_torch_name,
     keyword_arg,
+    string_literal,
 )
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, signature
@@ -113,7 +113,7 @@ class MapLocation(Pattern):
         scope = evidence.scope(frame) if evidence else {}
         environment = evidence.environment if evidence else {}
         device_name = _device_variable(scope, bool(environment.get("cuda_available")))
-        value = device_name or _string_literal(module, "cpu")
+        value = device_name or string_literal(module, "cpu")
         loader = module.code_for_node(node.func)
         saved_on = f"CUDA device {match['index']}" if "index" in match.groupdict() and match["index"] else "CUDA"
         cuda = "available" if environment.get("cuda_available") else "not available"
@@ -180,15 +180,3 @@ def _device_variable(scope: Mapping[str, Mapping[str, Any]], cuda_available: boo
     preferred = [n for n in _DEVICE_NAMES if n in usable]
     chosen = preferred or usable
     return chosen[0] if chosen else None
-
-
-def _string_literal(module: cst.Module, text: str) -> str:
-    """``text`` quoted the way the file mostly quotes its strings."""
-    single = double = 0
-    for node in m.findall(module, m.SimpleString()):
-        if isinstance(node, cst.SimpleString):
-            quote = node.quote
-            single += quote == "'"
-            double += quote == '"'
-    quote = "'" if single > double else '"'
-    return f"{quote}{text}{quote}"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from repairbot.codemod import walk
 from repairbot.evidence import Evidence
 from repairbot.facts import (
     Source,
@@ -20,7 +21,6 @@ from repairbot.facts import (
     scope_of,
     source,
     tensor_text,
-    walk,
 )
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources

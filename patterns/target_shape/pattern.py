@@ -17,10 +17,12 @@ from repairbot.codemod import (
     call_at,
     calls_on_line,
     has_star_args,
+    method_call,
+    one_line,
     replace_arg_value,
 )
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, signature, type_matches
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature, type_matches
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -32,11 +34,6 @@ Scope = Mapping[str, Mapping[str, Any]]
 _POSITIONS = {"input": 0, "target": 1}
 
 
-def _phrase(text: str) -> str:
-    """A fixed phrase as a regex that also matches it wrapped over lines (terminals, logs)."""
-    return r"\s+".join(re.escape(word) for word in text.split())
-
-
 def _size(group: str) -> str:
     """``(torch.Size([2, 1]))`` with the numbers in ``group``; wraps and Python 2's ``2L`` too."""
     return rf"\(\s*(?:torch\.)?Size\(\s*\[(?P<{group}>[\d\sL,]*)\]\s*\)\s*\)"
@@ -44,8 +41,8 @@ def _size(group: str) -> str:
 
 # BCELoss's error and the broadcasting warning of the element-wise losses start alike.
 _USING = (
-    _phrase("Using a target size") + r"\s*" + _size("target_size") + r"\s*"
-    + _phrase("that is different to the input size") + r"\s*" + _size("input_size")
+    phrase("Using a target size") + r"\s*" + _size("target_size") + r"\s*"
+    + phrase("that is different to the input size") + r"\s*" + _size("input_size")
 )
 
 
@@ -59,7 +56,9 @@ class SqueezeLossArgument(SiteTransformer):
         if target is None:
             return updated_node
         self.changes += 1
-        return replace_arg_value(updated_node, target, squeezed(target.value, int(self.site.params["dim"])))
+        return replace_arg_value(
+            updated_node, target, method_call(target.value, "squeeze", cst.Integer(str(self.site.params["dim"])))
+        )
 
 
 class TargetShape(Pattern):
@@ -110,11 +109,11 @@ class TargetShape(Pattern):
         # BCEWithLogitsLoss / F.binary_cross_entropy_with_logits
         signature(
             ("ValueError",),
-            _phrase("Target size") + r"\s*" + _size("target_size") + r"\s*"
-            + _phrase("must be the same as input size") + r"\s*" + _size("input_size"),
+            phrase("Target size") + r"\s*" + _size("target_size") + r"\s*"
+            + phrase("must be the same as input size") + r"\s*" + _size("input_size"),
         ),
         # BCELoss / F.binary_cross_entropy (a UserWarning before torch 1.0, an error since)
-        signature(("ValueError", "UserWarning"), _USING + r"\s*" + _phrase("is deprecated")),
+        signature(("ValueError", "UserWarning"), _USING + r"\s*" + phrase("is deprecated")),
         # MSE/L1/SmoothL1/Huber: the broadcasting warning (raised by the probe); a ValueError
         # of this text cut before "is deprecated" is BCELoss's
         signature(("UserWarning", "ValueError"), _USING),
@@ -187,7 +186,7 @@ class TargetShape(Pattern):
             )
 
         chosen = input_arg if plan.role == "input" else target_arg
-        code = _compact(module.code_for_node(chosen.value))
+        code = one_line(module, chosen.value)
         if _squeezes(chosen.value, plan.dim):
             # A multi-line call keeps its traced columns when an argument grows: this is a
             # source already fixed since the run, not a second unit dimension to remove.
@@ -473,30 +472,5 @@ def _squeezes(value: cst.BaseExpression, dim: int) -> bool:
     )
 
 
-def _compact(code: str) -> str:
-    """An expression's code on one line, whitespace runs collapsed."""
-    return " ".join(code.split())
-
-
 # --------------------------------------------------------------------------------------------
 # The rewrite
-
-
-def squeezed(value: cst.BaseExpression, dim: int) -> cst.Call:
-    """``value.squeeze(dim)``, parenthesising ``value`` unless it binds tighter than ``.``.
-
-    Generic: any pattern that appends a method call to an expression needs the same care.
-    """
-    if not _is_primary(value):
-        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return cst.Call(
-        func=cst.Attribute(value=value, attr=cst.Name("squeeze")),
-        args=[cst.Arg(cst.Integer(str(dim)))],
-    )
-
-
-def _is_primary(value: cst.BaseExpression) -> bool:
-    """Names, attributes, calls, subscripts and anything already in parentheses take ``.attr``."""
-    if getattr(value, "lpar", None):
-        return True
-    return isinstance(value, cst.Name | cst.Attribute | cst.Call | cst.Subscript)
