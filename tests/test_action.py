@@ -602,4 +602,6 @@ def test_classify_reads_a_github_actions_log(tmp_path: Path) -> None:
         "pattern": "linear-in-features", "exc_type": "RuntimeError",
         "message": "mat1 and mat2 shapes cannot be multiplied (2x512 and 256x10)",
         "file": "/home/runner/work/proj/proj/model.py", "line": 31, "command": "python train.py --epochs 1",
+        "fixable": True,
+        "remedy": "Sets an `nn.Linear`'s `in_features` to the input size the layer really receives.",
     }
