@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from repairbot.trace.runner import Limits, RunRequest, SubprocessRunner
+from repairbot.trace.runner import Limits, RunRequest, SubprocessRunner, WarmRunner
 from repairbot.types import RunStatus
 
 pytestmark = pytest.mark.torch
@@ -26,9 +26,30 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+# Every test runs twice: in a fresh process, and as a fork of the warm server. A run must
+# behave exactly as a fresh process would, whichever way it starts.
+RUNNER_KIND = "fresh"
+
+
+@pytest.fixture(params=["fresh", "warm"], autouse=True)
+def runner_kind(request: pytest.FixtureRequest) -> str:
+    global RUNNER_KIND
+    RUNNER_KIND = request.param
+    return str(request.param)
+
+
+def make_runner(tmp_path: Path, kind: str | None = None, **options: object) -> SubprocessRunner:
+    if (kind or RUNNER_KIND) == "warm":
+        return WarmRunner(python=sys.executable, scratch_root=tmp_path / "scratch", **options)  # type: ignore[arg-type]
+    return SubprocessRunner(scratch_root=tmp_path / "scratch", **options)  # type: ignore[arg-type]
+
+
 def run(tmp_path: Path, script: Path, **request: object):  # type: ignore[no-untyped-def]
-    with SubprocessRunner(scratch_root=tmp_path / "scratch") as runner:
-        return runner.run(RunRequest(script=script, cwd=script.parent, **request))  # type: ignore[arg-type]
+    with make_runner(tmp_path) as runner:
+        result = runner.run(RunRequest(script=script, cwd=script.parent, **request))  # type: ignore[arg-type]
+        if RUNNER_KIND == "warm" and request.get("python", sys.executable) == sys.executable:
+            assert isinstance(runner, WarmRunner) and runner.mode.startswith("warm"), runner.mode
+        return result
 
 
 LOADER_SCRIPT = """
@@ -346,7 +367,7 @@ def test_harness_error_for_a_missing_interpreter(tmp_path: Path) -> None:
 
 
 def test_evidence_is_valid_json_with_schema(tmp_path: Path) -> None:
-    with SubprocessRunner(scratch_root=tmp_path / "scratch", keep_scratch=True) as runner:
+    with make_runner(tmp_path, keep_scratch=True) as runner:
         runner.run(RunRequest(script=write(tmp_path / "train.py", "raise KeyError('x')\n"), cwd=tmp_path))
     data = json.loads((tmp_path / "scratch" / "run-1" / "evidence.json").read_text())
     assert data["schema"] == "repairbot.evidence/1" and data["exception"]["type"] == "KeyError"
@@ -419,3 +440,43 @@ def test_target_size_warning_becomes_a_failure_at_the_users_call(tmp_path: Path)
     assert result.status is RunStatus.FAILED
     assert result.failure.exc_type == "UserWarning" and "Using a target size" in result.failure.message
     assert result.failure.user_frame.line == 4
+
+
+FACTS_SCRIPT = """
+    import os, random, signal, sys, threading, warnings
+    import torch
+    facts = {
+        "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0], "name": __name__,
+        "file": __file__, "main_file": sys.modules["__main__"].__file__,
+        "stdin_tty": sys.stdin.isatty(), "stdin": sys.stdin.read(), "stdout_tty": sys.stdout.isatty(),
+        "encoding": sys.stdout.encoding, "sigint": str(signal.getsignal(signal.SIGINT)),
+        "sigterm": str(signal.getsignal(signal.SIGTERM)), "threads_alive": threading.active_count(),
+        "torch_threads": torch.get_num_threads(), "env_marker": "REPAIRBOT_RUN_ID" in os.environ,
+        "env_extra": os.environ.get("EXTRA"), "dont_write_bytecode": sys.dont_write_bytecode,
+        "session_leader": os.getsid(0) == os.getpid(),
+        "warnings_filters": len(warnings.filters) > 0, "recursion": sys.getrecursionlimit(),
+    }
+    print(repr(sorted(facts.items())))
+    print("random", random.random(), torch.initial_seed())
+    sys.exit(7)
+"""
+
+
+def test_a_forked_run_behaves_as_a_fresh_process(tmp_path: Path) -> None:
+    if RUNNER_KIND == "warm":
+        pytest.skip("compares both kinds itself")
+    script = write(tmp_path / "project" / "train.py", FACTS_SCRIPT)
+    outputs = {}
+    randoms = []
+    for kind in ("fresh", "warm", "warm"):
+        with make_runner(tmp_path / kind, kind) as runner:
+            request = RunRequest(script=script, cwd=script.parent, args=("--epochs", "1"), env={"EXTRA": "yes"})
+            result = runner.run(request)
+            assert (result.status, result.exit_code) == (RunStatus.FAILED, 7), result.stderr
+            facts, _, random_line = result.stdout.partition("\nrandom ")
+            outputs.setdefault(kind, facts)
+            randoms.append(random_line)
+            assert outputs[kind] == facts
+    assert outputs["fresh"] == outputs["warm"]
+    # every run seeds Python's and torch's generators afresh, as a new interpreter does
+    assert len(set(randoms)) == 3

@@ -13,6 +13,7 @@ import base64
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import psutil
 
@@ -100,8 +101,24 @@ class Runner(Protocol):
     def run(self, request: RunRequest) -> RunResult: ...
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """What one run is started with, whichever way it is started."""
+
+    request: RunRequest
+    config: Path
+    env: dict[str, str]
+    stdout: Path
+    stderr: Path
+    marker: str
+
+
+class HarnessError(Exception):
+    """The harness could not start or supervise a run (reported, never a traceback of ours)."""
+
+
 class SubprocessRunner:
-    """The real runner: one fresh child process per run."""
+    """Runs each script in a fresh child process: ``python bootstrap.py CONFIG``."""
 
     def __init__(self, scratch_root: Path | None = None, keep_scratch: bool = False) -> None:
         self._own_root = scratch_root is None
@@ -150,56 +167,210 @@ class SubprocessRunner:
         config_path = scratch / "config.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
         marker = uuid.uuid4().hex
-        env = {
-            **os.environ,
-            **request.env,
-            RUN_MARKER: marker,
-            # a run must not leave bytecode caches in the user's tree
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-        stdout_path, stderr_path = scratch / "stdout.txt", scratch / "stderr.txt"
+        launch = _Launch(
+            request=request,
+            config=config_path,
+            env={
+                **os.environ,
+                **request.env,
+                RUN_MARKER: marker,
+                # a run must not leave bytecode caches in the user's tree
+                "PYTHONDONTWRITEBYTECODE": "1",
+            },
+            stdout=scratch / "stdout.txt",
+            stderr=scratch / "stderr.txt",
+            marker=marker,
+        )
         started = time.monotonic()
-        timed_out = False
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            try:
-                process = subprocess.Popen(
-                    [request.python, str(BOOTSTRAP), str(config_path)],
-                    cwd=str(request.cwd or Path.cwd()),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=err,
-                    env=env,
-                    start_new_session=True,
-                )
-            except OSError as error:
-                return RunResult(
-                    status=RunStatus.HARNESS_ERROR, exit_code=None, duration_s=0.0, failure=None,
-                    evidence=None, harness_error=f"cannot start {request.python}: {error.strerror}",
-                )
-            try:
-                with _killing_tree_on_exit(process, marker):
-                    try:
-                        process.wait(timeout=request.timeout)
-                    except subprocess.TimeoutExpired:
-                        timed_out = True
-            finally:
-                removed = remove_created_files(created_log)
+        try:
+            code, timed_out = self._execute(launch)
+        except HarnessError as error:
+            return RunResult(
+                status=RunStatus.HARNESS_ERROR, exit_code=None, duration_s=0.0, failure=None,
+                evidence=None, harness_error=str(error),
+            )
+        finally:
+            removed = remove_created_files(created_log)
         duration = time.monotonic() - started
-        stdout = _tail(stdout_path)
-        stderr = _tail(stderr_path)
+        stdout = _tail(launch.stdout)
+        stderr = _tail(launch.stderr)
         evidence = _read_evidence(evidence_path)
         progress = evidence.progress if evidence is not None else _read_progress(scratch / "progress.json")
-        if timed_out:
+        if timed_out or code is None:
             return RunResult(
                 status=RunStatus.TIMEOUT, exit_code=None, duration_s=duration, failure=None,
                 evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
             )
-        code = process.returncode
         status, failure = _judge(code, evidence, stderr)
         return RunResult(
             status=status, exit_code=code, duration_s=duration, failure=failure,
             evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
         )
+
+    def _execute(self, launch: _Launch) -> tuple[int | None, bool]:
+        """Start the run in a fresh process and wait for it; (exit code, timed out)."""
+        request = launch.request
+        with open(launch.stdout, "wb") as out, open(launch.stderr, "wb") as err:
+            try:
+                process = subprocess.Popen(
+                    [request.python, str(BOOTSTRAP), str(launch.config)],
+                    cwd=str(request.cwd or Path.cwd()),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    env=launch.env,
+                    start_new_session=True,
+                )
+            except OSError as error:
+                raise HarnessError(f"cannot start {request.python}: {error.strerror}") from None
+            with _killing_tree_on_exit(process.pid, launch.marker, process):
+                try:
+                    process.wait(timeout=request.timeout)
+                except subprocess.TimeoutExpired:
+                    return None, True
+        return process.returncode, False
+
+
+class WarmRunner(SubprocessRunner):
+    """Runs each script as a fork of one warm server that imported torch once.
+
+    A fresh Python process pays the torch import (and the compiler stack the first optimizer
+    step imports) before the script does anything: seconds per run. The server pays it once;
+    each run is then a fork that becomes the run (its own session, stdio, working directory,
+    environment, ``__main__`` and ``sys.argv``) and behaves as a fresh process would. Where
+    forking is not safe (not Linux, another interpreter than the server's) or the server cannot
+    be had, runs start fresh; ``mode`` says which, for ``-v``.
+    """
+
+    READY_TIMEOUT = 180.0
+
+    def __init__(
+        self, python: str, scratch_root: Path | None = None, keep_scratch: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scratch_root, keep_scratch)
+        self.python = python
+        self.env = dict(env or {})
+        self._server: subprocess.Popen[bytes] | None = None
+        self._lines: _LineReader | None = None
+        self._ready = False
+        self.mode = "warm (forked runs)" if sys.platform.startswith("linux") else "fresh (no safe fork here)"
+
+    def start(self) -> None:
+        """Start the server now (its torch import overlaps whatever the caller does next)."""
+        if self._server is not None or not sys.platform.startswith("linux"):
+            return
+        try:
+            self._server = subprocess.Popen(
+                [self.python, str(BOOTSTRAP), "--serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, **self.env, "PYTHONDONTWRITEBYTECODE": "1"},
+                start_new_session=True,
+            )
+        except OSError:
+            self._fall_back("the warm server could not start")
+            return
+        assert self._server.stdout is not None
+        self._lines = _LineReader(self._server.stdout.fileno())
+
+    def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            with contextlib.suppress(OSError):
+                assert server.stdin is not None
+                server.stdin.close()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+            if server.stdout is not None:
+                server.stdout.close()
+        super().close()
+
+    def _fall_back(self, why: str) -> None:
+        self.mode = f"fresh ({why})"
+        self._server = None
+
+    def _ensure_ready(self) -> bool:
+        if self._server is None:
+            self.start()
+        if self._server is None or self._lines is None:
+            return False
+        if not self._ready:
+            reply = self._lines.read(self.READY_TIMEOUT)
+            if reply is None or not reply.get("ready"):
+                self.close_server("the warm server did not come up")
+                return False
+            self._ready = True
+        return True
+
+    def close_server(self, why: str) -> None:
+        server = self._server
+        if server is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        self._fall_back(why)
+
+    def _execute(self, launch: _Launch) -> tuple[int | None, bool]:
+        if launch.request.python != self.python or not self._ensure_ready():
+            return super()._execute(launch)
+        assert self._server is not None and self._server.stdin is not None and self._lines is not None
+        request = launch.request
+        message = {
+            "config": str(launch.config),
+            "cwd": str(request.cwd or Path.cwd()),
+            "env": launch.env,
+            "stdout": str(launch.stdout),
+            "stderr": str(launch.stderr),
+        }
+        try:
+            self._server.stdin.write((json.dumps(message) + "\n").encode("utf-8"))
+            self._server.stdin.flush()
+        except OSError:
+            self.close_server("the warm server went away")
+            return super()._execute(launch)
+        started = self._lines.read(30.0)
+        if started is None or "pid" not in started:
+            self.close_server("the warm server stopped answering")
+            return super()._execute(launch)
+        pid = int(started["pid"])
+        with _killing_tree_on_exit(pid, launch.marker):
+            ended = self._lines.read(request.timeout)
+        if ended is None:
+            # killed at the timeout: the server reaps the run and says so
+            self._lines.read(10.0)
+            return None, True
+        return int(ended["status"]), False
+
+
+class _LineReader:
+    """JSON lines from a pipe, each with a deadline (select, so a hung run never blocks us)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+
+    def read(self, timeout: float) -> dict[str, Any] | None:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self.fd], [], [], remaining)
+            if not ready:
+                return None
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        try:
+            value = json.loads(line)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
 
 
 def _judge(code: int, evidence: Evidence | None, stderr: str) -> tuple[RunStatus, Failure | None]:
@@ -261,21 +432,25 @@ def _tail(path: Path, limit: int = OUTPUT_TAIL_BYTES) -> str:
 
 
 @contextlib.contextmanager
-def _killing_tree_on_exit(process: subprocess.Popen[bytes], marker: str) -> Iterator[None]:
+def _killing_tree_on_exit(
+    pid: int, marker: str, process: subprocess.Popen[bytes] | None = None
+) -> Iterator[None]:
     """Whatever happens (timeout, Ctrl-C, normal exit), leave no process of the run alive."""
     try:
         yield
     finally:
-        kill_process_tree(process, marker)
+        kill_process_tree(pid, marker, process)
 
 
-def kill_process_tree(process: subprocess.Popen[bytes], marker: str) -> None:
-    """Kill the run's process group, then any process that left it but carries the run's mark."""
+def kill_process_tree(pid: int, marker: str, process: subprocess.Popen[bytes] | None = None) -> None:
+    """Kill the run's process group (the run leads its own session), then any process that
+    left it but carries the run's mark in its environment."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        process.kill()
-    process.wait()
+        os.killpg(pid, signal.SIGKILL)
+    if process is not None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        process.wait()
     escaped: list[psutil.Process] = []
     for candidate in psutil.process_iter(["pid"]):
         if candidate.pid == os.getpid():

@@ -1,0 +1,266 @@
+"""repairbot's benchmarks: repair latency, peak memory, lint throughput and its scaling.
+
+Run from the repository root with the project's environment:
+
+    .venv/bin/python bench/run.py            # everything (under 10 minutes on 2 cores)
+    .venv/bin/python bench/run.py --quick    # 3 repetitions instead of 5, fewer fixtures
+
+It prints one table per benchmark and writes them all to bench/results.json. Nothing here is
+a test: no threshold fails anything; the targets are printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support import CUDA_CHECKPOINT, fixtures, load_toml  # noqa: E402
+
+PYTHON = sys.executable
+RESULTS = ROOT / "bench" / "results.json"
+LATENCY_FIXTURES = (
+    "cnn_flatten_size", "mlp_other_module", "map_location_device_var", "two_bugs",
+    "target_shape_bce_logits", "inplace_residual_add", "no_pattern", "already_passing",
+)
+QUICK_FIXTURES = ("cnn_flatten_size", "two_bugs", "inplace_residual_add")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _timed(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, int, int]:
+    """Wall seconds, exit code and peak RSS (KiB) of the command's own process alone (sampled
+    every 20 ms: the process's children, such as repairbot's warm server, are not counted)."""
+    import psutil
+
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, env=env or _env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0
+    watched = psutil.Process(process.pid)
+    while process.poll() is None:
+        with contextlib.suppress(psutil.Error):
+            peak = max(peak, watched.memory_info().rss)
+        time.sleep(0.02)
+    elapsed = time.perf_counter() - started
+    return elapsed, process.returncode, peak // 1024
+
+
+def _project(name: str, workdir: Path) -> tuple[Path, dict[str, Any]]:
+    source = ROOT / "fixtures" / name
+    config = load_toml(source / "case.toml")
+    repo = workdir / name
+    shutil.copytree(source, repo, ignore=shutil.ignore_patterns("case.toml", "__pycache__"))
+    if config.get("checkpoint"):
+        subprocess.run([PYTHON, "-c", CUDA_CHECKPOINT.format(script=config["checkpoint"])], cwd=repo, check=True, env=_env())
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", "fixture"],
+        cwd=repo, check=True,
+    )
+    return repo, config
+
+
+def latency(reps: int, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    """`repairbot fix --dry-run` next to a plain `python train.py` of the broken script, in
+    alternation (machine drift hits both alike); medians of `reps` runs each."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="repairbot-bench-") as tmp:
+        for name in names:
+            repo, config = _project(name, Path(tmp))
+            script = config.get("script", "train.py")
+            args = list(config.get("args", []))
+            plain_cmd = [PYTHON, script, *args]
+            fix_cmd = [PYTHON, "-m", "repairbot", "fix", script, "--dry-run", "-q", *(["--", *args] if args else [])]
+            plain, repair, plain_rss, fix_rss = [], [], [], []
+            for _ in range(reps):
+                seconds, _, rss = _timed(plain_cmd, repo)
+                plain.append(seconds)
+                plain_rss.append(rss)
+                seconds, _, rss = _timed(fix_cmd, repo)
+                repair.append(seconds)
+                fix_rss.append(rss)
+            rows.append({
+                "fixture": name,
+                "expected": config["status"],
+                "plain_s": round(statistics.median(plain), 2),
+                "repair_s": round(statistics.median(repair), 2),
+                "ratio": round(statistics.median(repair) / statistics.median(plain), 2),
+                "plain_rss_mib": round(max(plain_rss) / 1024, 1),
+                "parent_rss_mib": round(max(fix_rss) / 1024, 1),
+            })
+            _print_row(rows[-1])
+    return rows
+
+
+def _print_row(row: dict[str, Any]) -> None:
+    print("  " + "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+
+
+def fresh_vs_warm(reps: int) -> dict[str, Any]:
+    """The same repair with fresh processes per run (REPAIRBOT_FRESH_RUNS=1) and with forks."""
+    with tempfile.TemporaryDirectory(prefix="repairbot-bench-") as tmp:
+        repo, _ = _project("cnn_flatten_size", Path(tmp))
+        command = [PYTHON, "-m", "repairbot", "fix", "train.py", "--dry-run", "-q"]
+        fresh, warm = [], []
+        for _ in range(reps):
+            fresh.append(_timed(command, repo, {**_env(), "REPAIRBOT_FRESH_RUNS": "1"})[0])
+            warm.append(_timed(command, repo)[0])
+    row = {"fixture": "cnn_flatten_size", "fresh_runs_s": round(statistics.median(fresh), 2),
+           "forked_runs_s": round(statistics.median(warm), 2)}
+    _print_row(row)
+    return row
+
+
+def threads(reps: int) -> list[dict[str, Any]]:
+    """The verification run's speed with 1 intra-op thread and with the default (one per core)."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="repairbot-bench-") as tmp:
+        repo, _ = _project("cnn_flatten_size", Path(tmp))
+        command = [PYTHON, "-m", "repairbot", "fix", "train.py", "--dry-run", "-q"]
+        for setting in ("1", None):
+            env = _env()
+            if setting is None:
+                env.pop("OMP_NUM_THREADS", None)
+            times = [_timed(command, repo, env)[0] for _ in range(reps)]
+            rows.append({"OMP_NUM_THREADS": setting or f"unset ({os.cpu_count()} cores)",
+                         "repair_s": round(statistics.median(times), 2)})
+            _print_row(rows[-1])
+    return rows
+
+
+def lint_available() -> bool:
+    return subprocess.run([PYTHON, "-m", "repairbot", "lint", "--help"], capture_output=True, check=False).returncode == 0
+
+
+def _torch_files() -> list[Path]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.origin is not None
+    return sorted(Path(spec.origin).parent.rglob("*.py"))
+
+
+def _lines(files: list[Path]) -> int:
+    return sum(len(path.read_bytes().splitlines()) for path in files)
+
+
+def _lint_seconds(files: list[Path], workdir: Path) -> float:
+    listing = workdir / "files.txt"
+    listing.write_text("\n".join(map(str, files)))
+    started = time.perf_counter()
+    subprocess.run(
+        [PYTHON, "-m", "repairbot", "lint", *map(str, files), "--format", "json"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=_env(),
+    )
+    return time.perf_counter() - started
+
+
+def lint_throughput(workdir: Path) -> dict[str, Any]:
+    """`repairbot lint` next to TorchFix on torch/nn, torch/optim, torch/utils/data; repairbot
+    alone on every file of the installed torch."""
+    files = _torch_files()
+    subset = [p for p in files if any(f"/torch/{d}/" in p.as_posix() for d in ("nn", "optim", "utils/data"))]
+    row: dict[str, Any] = {"subset_files": len(subset), "subset_lines": _lines(subset)}
+    seconds = _lint_seconds(subset, workdir)
+    row["repairbot_subset_s"] = round(seconds, 2)
+    row["repairbot_subset_lines_per_s"] = round(row["subset_lines"] / seconds)
+    torchfix = _torchfix(workdir)
+    if torchfix is not None:
+        started = time.perf_counter()
+        subprocess.run([str(torchfix), *map(str, subset)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        tf_seconds = time.perf_counter() - started
+        row["torchfix_subset_s"] = round(tf_seconds, 2)
+        row["torchfix_subset_lines_per_s"] = round(row["subset_lines"] / tf_seconds)
+        row["speedup"] = round(tf_seconds / seconds, 1)
+    else:
+        row["torchfix_subset_s"] = "not installed (pip could not reach PyPI)"
+    row["all_files"] = len(files)
+    row["all_lines"] = _lines(files)
+    seconds = _lint_seconds(files, workdir)
+    row["repairbot_all_s"] = round(seconds, 2)
+    row["repairbot_all_lines_per_s"] = round(row["all_lines"] / seconds)
+    _print_row(row)
+    return row
+
+
+def _torchfix(workdir: Path) -> Path | None:
+    """TorchFix in a throwaway environment of the benchmark's own (never a project dependency)."""
+    venv = ROOT / "bench" / ".venv-torchfix"
+    binary = venv / "bin" / "torchfix"
+    if binary.exists():
+        return binary
+    if subprocess.run([sys.executable, "-m", "venv", str(venv)], check=False).returncode != 0:
+        return None
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "torchfix"], capture_output=True, check=False)
+    return binary if installed.returncode == 0 and binary.exists() else None
+
+
+def lint_scaling(workdir: Path) -> list[dict[str, Any]]:
+    files = _torch_files()
+    rows = []
+    for fraction in (0.25, 0.5, 1.0):
+        chosen = files[: max(1, int(len(files) * fraction))]
+        seconds = _lint_seconds(chosen, workdir)
+        rows.append({"fraction": fraction, "files": len(chosen), "lines": _lines(chosen), "seconds": round(seconds, 2),
+                     "lines_per_s": round(_lines(chosen) / seconds)})
+        _print_row(rows[-1])
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 repetitions, fewer fixtures")
+    parser.add_argument("--only", choices=("latency", "memory", "threads", "lint"), action="append")
+    options = parser.parse_args()
+    reps = 3 if options.quick else 5
+    names = QUICK_FIXTURES if options.quick else LATENCY_FIXTURES
+    known = {f.name for f in fixtures()}
+    names = tuple(n for n in names if n in known)
+    wanted = set(options.only or ("latency", "memory", "threads", "lint"))
+    results: dict[str, Any] = {
+        "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    steps: list[tuple[str, Callable[[], Any]]] = []
+    if "latency" in wanted or "memory" in wanted:
+        steps.append(("latency and peak memory (target: median ratio <= 1.3, parent < 150 MiB)", lambda: latency(reps, names)))
+    if "threads" in wanted:
+        steps.append(("fresh processes vs forks of the warm server", lambda: fresh_vs_warm(reps)))
+        steps.append(("threads", lambda: threads(reps)))
+    with tempfile.TemporaryDirectory(prefix="repairbot-bench-") as tmp:
+        if "lint" in wanted and lint_available():
+            steps.append(("lint throughput (target: >= 10x TorchFix's lines/s)", lambda: lint_throughput(Path(tmp))))
+            steps.append(("lint scaling (linear in the corpus)", lambda: lint_scaling(Path(tmp))))
+        for title, step in steps:
+            print(f"\n== {title}", flush=True)
+            started = time.perf_counter()
+            results[title.split(" (")[0]] = step()
+            print(f"   ({time.perf_counter() - started:.0f} s)", flush=True)
+    if "latency and peak memory" in results:
+        ratios = [row["ratio"] for row in results["latency and peak memory"]]
+        results["median_ratio"] = statistics.median(ratios)
+        print(f"\nmedian repair/plain ratio: {results['median_ratio']}")
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
