@@ -1,0 +1,615 @@
+"""target-dtype: class targets of the wrong dtype given to a loss (float labels to cross_entropy)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import ParentNodeProvider
+
+from repairbot.codemod import (
+    argument,
+    call_at,
+    calls_on_line,
+    has_star_args,
+    is_torch_name,
+    keyword_arg,
+    method_call,
+    one_line,
+    replace_arg_value,
+)
+from repairbot.evidence import Evidence
+from repairbot.facts import Source, last_binding, place, shape_text, source
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+
+# One source of truth for reading dtype words out of messages (the lead may move it to a
+# shared module; see the dtype-mismatch pattern).
+from ..dtype_mismatch.pattern import dtype_name
+
+Scope = Mapping[str, Mapping[str, Any]]
+
+_INTEGER = r"(?:Long|Int|Short|Byte|Char|Bool)"
+_FLOATING = r"(?:Float|Double|Half|BFloat16)"
+
+# Losses that take class indices (int64), by the names their calls and torch frames use.
+_INDEX_LOSSES = frozenset({
+    "cross_entropy", "CrossEntropyLoss", "nll_loss", "NLLLoss", "nll_loss2d", "NLLLoss2d",
+    "nll_loss_nd", "multi_margin_loss", "MultiMarginLoss",
+})
+# Take class probabilities of the input's shape as well (torch 1.10+).
+_PROBABILITY_LOSSES = frozenset({"cross_entropy", "CrossEntropyLoss"})
+# Takes class indices too, but as (N, C) rows padded with -1: a float (N, C) target there is
+# almost always a multi-hot vector meant for another loss.
+_MULTILABEL_MARGIN = frozenset({"multilabel_margin_loss", "MultiLabelMarginLoss"})
+# Losses that take float targets (probabilities, values) and refuse integer ones.
+_FLOAT_TARGET_LOSSES = frozenset({
+    "binary_cross_entropy", "BCELoss", "binary_cross_entropy_with_logits", "BCEWithLogitsLoss",
+    "huber_loss", "HuberLoss", "kl_div", "KLDivLoss",
+})
+# Reads of a labels tensor that work the same whatever its dtype (for the creation-site fix).
+_COUNTS = frozenset({"size", "numel", "dim", "shape", "device", "ndim", "dtype"})  # no tensor comes out
+_MOVES = frozenset({"to", "cuda", "cpu"})  # the same labels on another device
+
+
+class TargetMethod(SiteTransformer):
+    """``.long()`` (or ``.float()``) on the target argument of the loss call at the site; or, at a
+    creation site, the ``dtype=`` keyword's value replaced."""
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not self.at_site(original_node):
+            return updated_node
+        params = self.site.params
+        if params["action"] == "dtype-keyword":
+            keyword = keyword_arg(updated_node, "dtype")
+            if keyword is None:
+                return updated_node
+            self.changes += 1
+            return replace_arg_value(updated_node, keyword, cst.parse_expression(str(params["dtype"])))
+        target = argument(updated_node, 1, "target")
+        if target is None:
+            return updated_node
+        self.changes += 1
+        return replace_arg_value(updated_node, target, method_call(target.value, str(params["method"])))
+
+
+class TargetDtype(Pattern):
+    """Converts the loss's targets to the dtype the loss takes: ``.long()`` on class indices (``.float()`` for BCE).
+
+    What it fixes:
+        Class labels that reach ``nn.CrossEntropyLoss`` / ``F.cross_entropy`` / ``nll_loss`` (or
+        ``multi_margin_loss``) as floats or int32: read from a CSV or a numpy array with the
+        features (``np.loadtxt`` gives float64), made with ``dtype=torch.float32``, or int32
+        from ``np.int32`` data. Also the reverse family: 0/1 labels that reach ``nn.BCELoss``,
+        ``nn.BCEWithLogitsLoss`` or ``nn.HuberLoss`` as integers (``torch.long``), which these
+        losses refuse; they get ``.float()``.
+
+    Why it fails:
+        Class targets are indices and must be int64: ``RuntimeError: expected target dtype to
+        be Long or Byte, but got Float`` (2.x), ``expected scalar type Long but found Float``
+        (``Int``, ``Double``; 1.5 to 1.13), ``Expected object of scalar type Long but got
+        scalar type Float for argument #2 'target'`` (up to 1.4), and on a GPU
+        ``"nll_loss_forward_reduce_cuda_kernel_2d_index" not implemented for 'Float'``. BCE
+        takes float targets: ``Found dtype Long but expected Float`` (BCELoss, HuberLoss),
+        ``result type Float can't be cast to the desired output type Long``
+        (BCEWithLogitsLoss; recognised only with its frames, since in-place arithmetic on an
+        integer tensor says the same).
+
+    Example:
+        ``loss = criterion(logits, labels)`` with ``labels`` traced as ``[2] float32`` becomes
+        ``loss = criterion(logits, labels.long())``. The fix goes on the loss call, the one
+        place that needs int64, so that other uses of the labels (accuracy, metrics) are left
+        as they were. Only when the labels are made in the same function or module by a torch
+        call with a ``dtype=`` written out (``labels = torch.tensor(rows, dtype=torch.float32)``)
+        and are read nowhere but as the loss's target (and in comparisons, ``len()``,
+        ``.size()``/``.shape``) is the creation the obviously right place:
+        ``dtype=torch.float32`` becomes ``dtype=torch.long``, where the wrong dtype was written,
+        once for every epoch that reuses the tensor.
+
+    Fix safety:
+        Safe for integer targets (int32 to int64, or 0/1 integers to float, lose nothing).
+        Unsafe for float class labels: ``.long()`` truncates, which is right for labels that are
+        whole numbers (``2.0``), the usual case, but the run does not check the values.
+
+    Not handled:
+        Float targets of the input's own shape (class probabilities or one-hot rows: soft labels,
+        which ``cross_entropy`` accepts since 1.10, but ``nll_loss`` does not), targets that
+        require grad (a model's output, not labels), ``(N, C)`` float targets of
+        ``MultiLabelMarginLoss`` (multi-hot rows, meant for ``BCEWithLogitsLoss``), a loss that is
+        not a classification loss or cannot be told, and a loss called through another package or
+        with ``*args``: declined with the remedy.
+    """
+
+    ID = "target-dtype"
+    TITLE = "Loss targets of the wrong dtype (float class labels, integer BCE labels)"
+    TAGS = frozenset({"dtype", "loss"})
+    # the usual case, float class labels, is unsafe (see Fix safety); integer targets are safe
+    APPLICABILITY = Applicability.UNSAFE
+    SIGNATURES = (
+        # 2.x: nll_loss / cross_entropy
+        signature("RuntimeError", phrase("expected target dtype to be Long") + r"[^,]*,\s+but\s+got\s+(?P<found>\w+)"),
+        # 1.5 to 1.13 (also multi_margin_loss, multilabel_margin_loss in 2.x)
+        signature("RuntimeError", r"expected\s+scalar\s+type\s+(?P<expected>Long)\s+but\s+found\s+(?P<found>\w+)"),
+        # CUDA: the kernel dispatched on the target's dtype
+        signature(
+            ("RuntimeError", "NotImplementedError"),
+            r"\"(?P<kernel>nll_loss\w*_index)\"\s+not\s+implemented\s+for\s+'(?P<found>\w+)'",
+        ),
+        # up to 1.4, for class targets (Long expected) and BCE targets (Float expected) alike
+        signature(
+            "RuntimeError",
+            r"Expected\s+object\s+of\s+scalar\s+type\s+(?P<expected>\w+)\s+but\s+got\s+scalar\s+type\s+(?P<found>\w+)"
+            r"\s+for\s+argument\s+#\d+\s+'(?P<argument>target)'",
+        ),
+        # BCELoss / HuberLoss given integer targets (1.6+, then 1.5)
+        signature("RuntimeError", rf"Found\s+dtype\s+(?P<found>{_INTEGER})\s+but\s+expected\s+(?P<expected>{_FLOATING})\b"),
+        signature("RuntimeError", rf"expected\s+dtype\s+(?P<expected>{_FLOATING})\s+but\s+got\s+dtype\s+(?P<found>{_INTEGER})\b"),
+        # BCEWithLogitsLoss given integer targets: only with its frames (see match())
+        signature(
+            "RuntimeError",
+            rf"result\s+type\s+(?P<expected>{_FLOATING})\s+can't\s+be\s+cast\s+to\s+the\s+desired\s+output\s+type\s+"
+            rf"(?P<found>{_INTEGER})\b(?P<cast>)",
+        ),
+    )
+    EVIDENCE = frozenset({"locals", "failing_module"})
+    # A dtype does not depend on how many samples a batch holds.
+    BATCH_INVARIANT = True
+    Transformer = TargetMethod
+
+    def match(self, failure: Failure) -> re.Match[str] | None:
+        for sig in self.SIGNATURES:
+            found = sig.match(failure.exc_type, failure.message)
+            if found is None:
+                continue
+            if found.groupdict().get("cast") is not None and not any(
+                f.function == "binary_cross_entropy_with_logits" for f in failure.frames
+            ):
+                continue  # `x += 0.5` on an integer tensor says the same
+            return found
+        return None
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        frame = failure.user_frame
+        if frame is None:
+            return self.decline("the loss is computed inside a library, not in the project's code")
+        found = dtype_name(match["found"]) or match["found"]
+        expected = dtype_name(match.groupdict().get("expected")) or "int64"
+        want = "long" if expected == "int64" else "float"
+        src = source(sources, frame.file)
+        if src is None:
+            return self.decline(f"cannot read {Path(frame.file).name}", at=frame)
+        scope = evidence.scope(frame) if evidence else {}
+        loss = _LossCall.find(src, frame, failure, scope)
+        if isinstance(loss, str):
+            return self.decline(loss, diagnosis=_remedy(want, None), at=frame)
+        # 1.10+ (the "target dtype" wording): cross_entropy takes a float target of the input's
+        # shape as class probabilities, so a float target it refuses is not of the input's shape
+        probabilities_accepted = "target dtype" in match.group(0) and loss.name in _PROBABILITY_LOSSES
+        return _Locator(self, failure, evidence, src, frame, scope, loss, found, want, probabilities_accepted).locate()
+
+
+def _remedy(want: str, code: str | None) -> str:
+    what = f"`{code}`" if code else "the targets"
+    if want == "long":
+        return f"pass the class indices as int64: {what}.long() at the loss call (or dtype=torch.long where they are made)"
+    return f"pass the targets as floats: {what}.float() at the loss call"
+
+
+# -- the loss call -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _LossCall:
+    """The loss call the failure ran, what kind of loss it is, and where its target is."""
+
+    call: cst.Call
+    span: Span
+    name: str | None  # cross_entropy, CrossEntropyLoss, BCELoss...; None when it cannot be told
+    statement_line: int  # the line of the statement that makes the call
+
+    @classmethod
+    def find(cls, src: Source, frame: Frame, failure: Failure, scope: Scope) -> _LossCall | str:
+        where = place(frame)
+        call = _call_at_frame(src, frame, scope)
+        if call is None:
+            return f"no single call is traced at {where}"
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward":
+            # raised in backward(): the loss is the statement that made the tensor backward() is called on
+            target = call.func.value
+            bound = last_binding(src, target.value, frame.line) if isinstance(target, cst.Name) else None
+            value = bound.value if bound is not None else None
+            if not isinstance(value, cst.Call):
+                return f"the loss that {where} calls backward() on is not made by a loss call before it"
+            call = value
+        span = src.positions[call]
+        name = _loss_name(src, call, scope) or _torch_loss_frame(failure, frame)
+        return cls(call, span, name, span.line)
+
+
+def _call_at_frame(src: Source, frame: Frame, scope: Scope) -> cst.Call | None:
+    if frame.col is not None:
+        located = call_at(src.wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
+        return located.node if located is not None and isinstance(located.node, cst.Call) else None
+    calls = [c.node for c in calls_on_line(src.wrapper, frame.line) if isinstance(c.node, cst.Call)]
+    losses = [c for c in calls if _loss_name(src, c, scope) is not None]
+    for chosen in (losses, calls):
+        if len(chosen) == 1:
+            return chosen[0]
+    return None
+
+
+def _loss_name(src: Source, call: cst.Call, scope: Scope) -> str | None:
+    """``cross_entropy``, ``CrossEntropyLoss``...: by the torch name the call uses, or by the
+    traced type of the module it calls (``criterion(...)``)."""
+    func = call.func.func if isinstance(call.func, cst.Call) else call.func  # nn.CrossEntropyLoss()(...)
+    qualified = src.imports.qualify(func)
+    if qualified is not None and qualified.startswith("torch."):
+        name = qualified.rsplit(".", 1)[-1]
+        return name if _is_loss(name) else None
+    if isinstance(func, cst.Name):
+        for kind in ("locals", "globals"):
+            described = scope.get(kind, {}).get(func.value)
+            if described and described.get("kind") == "module" and _is_loss(str(described.get("type", ""))):
+                return str(described["type"])
+    return None
+
+
+def _torch_loss_frame(failure: Failure, frame: Frame) -> str | None:
+    """The torch loss function the user's call went into, from the frames below it."""
+    frames = list(failure.frames)
+    if frame not in frames:
+        return None
+    for deeper in frames[frames.index(frame) + 1 :]:
+        if deeper.user:
+            return None
+        if _is_loss(deeper.function):
+            return deeper.function
+    return None
+
+
+def _is_loss(name: str) -> bool:
+    return name in _INDEX_LOSSES | _MULTILABEL_MARGIN | _FLOAT_TARGET_LOSSES or name.lower().endswith("loss")
+
+
+# -- the decision -------------------------------------------------------------------------------
+
+
+class _Locator:
+    def __init__(
+        self, pattern: TargetDtype, failure: Failure, evidence: Evidence | None, src: Source, frame: Frame,
+        scope: Scope, loss: _LossCall, found: str, want: str, probabilities_accepted: bool,
+    ) -> None:
+        self.pattern = pattern
+        self.failure = failure
+        self.evidence = evidence
+        self.src = src
+        self.frame = frame
+        self.scope = scope
+        self.loss = loss
+        self.found = found
+        self.want = want
+        self.where = place(frame)
+        self.probabilities_accepted = probabilities_accepted
+
+    def decline(self, reason: str, diagnosis: str | None = None) -> Decline:
+        return self.pattern.decline(reason, diagnosis=diagnosis, at=self.frame)
+
+    def locate(self) -> Site | Decline:
+        loss, call, module = self.loss, self.loss.call, self.src.module
+        name = loss.name
+        if has_star_args(call):
+            return self.decline(f"the loss call at {self.where} passes its arguments with * or **", _remedy(self.want, None))
+        target_arg = argument(call, 1, "target")
+        input_arg = argument(call, 0, "input")
+        if target_arg is None or input_arg is None:
+            return self.decline(f"the call at {self.where} does not pass a prediction and a target", _remedy(self.want, None))
+        code = one_line(module, target_arg.value)
+        kind = self._kind(name, code)
+        if isinstance(kind, Decline):
+            return kind
+        target = self._traced(target_arg.value)
+        traced_input = self._traced(input_arg.value)
+        prediction = _shape(traced_input) if traced_input is not None else self._loss_input()
+        refused = self._refuse(code, target, prediction)
+        if refused is not None:
+            return refused
+        if _converted(target_arg.value, self.want):
+            return self.decline(
+                f"the target `{code}` at {self.where} is already converted with .{self.want}(); the source changed since the run"
+            )
+        if self.want == "long":
+            at_creation = self._creation(target_arg.value)
+            if isinstance(at_creation, Decline):
+                return at_creation
+            if at_creation is not None:
+                return self._site_at_creation(at_creation, code, target, name or "the loss")
+        return self._site_at_call(code, target, name or "the loss")
+
+    # what kind of loss ----------------------------------------------------------------------
+    def _kind(self, name: str | None, code: str) -> Decline | None:
+        if name is None:
+            return self.decline(
+                f"the call at {self.where} is not recognisably a torch loss (by its name, the traced type of what it calls, "
+                "or the torch frames below it)",
+                _remedy(self.want, code),
+            )
+        if self.want == "long":
+            if name in _MULTILABEL_MARGIN:
+                return self.decline(
+                    f"{name} at {self.where} got {self.found} targets: it takes int64 class indices padded with -1, and a "
+                    "float target row is usually a multi-hot vector, which .long() would not turn into indices",
+                    diagnosis="for multi-hot float targets use nn.BCEWithLogitsLoss (or nn.MultiLabelSoftMarginLoss); for "
+                    "MultiLabelMarginLoss build rows of class indices padded with -1",
+                )
+            if name not in _INDEX_LOSSES:
+                return self.decline(
+                    f"{name} at {self.where} is not a classification loss that takes class indices",
+                    diagnosis=f"check which argument of {name} needs int64 ({self.found} was given)",
+                )
+        elif name not in _FLOAT_TARGET_LOSSES:
+            return self.decline(
+                f"{name} at {self.where} is not a loss that takes float targets", _remedy(self.want, code)
+            )
+        return None
+
+    def _refuse(self, code: str, target: Mapping[str, Any] | None, prediction: Sequence[int] | None) -> Decline | None:
+        if target is None:
+            return None
+        dtype = target.get("dtype")
+        if dtype is not None and dtype_name(self.found) not in (None, dtype):
+            return self.decline(
+                f"`{code}` was traced as {dtype} at {self.where}, but the loss got a {self.found} target: the call's "
+                "arguments are not the loss's input and target in that order"
+            )
+        if target.get("requires_grad"):
+            return self.decline(
+                f"the target `{code}` at {self.where} requires grad: it is computed by a model, not a tensor of labels",
+                diagnosis="pass the labels as the target; to train towards another model's output use its "
+                "probabilities (.softmax(dim=1).detach()) with cross_entropy, or a distillation loss such as KLDivLoss",
+            )
+        shape = target.get("shape")
+        if self.want != "long" or not isinstance(shape, list):
+            return None
+        if prediction is not None and list(prediction) == shape and target.get("dtype", "").startswith(("float", "bfloat")):
+            return self.decline(
+                f"the target `{code}` at {self.where} is {shape_text(shape)} {target.get('dtype')}, the input's own shape: "
+                "class probabilities (soft or one-hot labels), not class indices; .long() would turn them into wrong labels",
+                diagnosis="for probabilities use F.cross_entropy(logits, probs) (it accepts them since torch 1.10) or, "
+                "with log-probabilities, -(probs * log_probs).sum(dim=-1).mean(); for one-hot rows pass probs.argmax(dim=-1)",
+            )
+        if prediction is None and len(shape) > 1 and not self.probabilities_accepted:
+            return self.decline(
+                f"the target `{code}` at {self.where} is {shape_text(shape)} and the prediction's shape was not traced: "
+                "class indices and class probabilities cannot be told apart",
+                diagnosis=_remedy(self.want, code) + ", if they are class indices",
+            )
+        return None
+
+    # evidence ------------------------------------------------------------------------------
+    def _traced(self, value: cst.BaseExpression) -> Mapping[str, Any] | None:
+        if not isinstance(value, cst.Name):
+            return None
+        for kind in ("locals", "globals"):
+            described: Mapping[str, Any] | None = self.scope.get(kind, {}).get(value.value)
+            if described and described.get("kind") == "tensor":
+                return described
+        return None
+
+    def _loss_input(self) -> Sequence[int] | None:
+        """The prediction's shape as the failing loss module received it (``nn.CrossEntropyLoss``)."""
+        module = self.evidence.failing_module if self.evidence else None
+        if module and _is_loss(str(module.get("type", ""))) and isinstance(module.get("input_shape"), list):
+            return [int(v) for v in module["input_shape"]]
+        return None
+
+    # the creation site ---------------------------------------------------------------------
+    def _creation(self, value: cst.BaseExpression) -> tuple[cst.Call, str] | Decline | None:
+        """The labels' creation call when it is the obviously right place (see the docstring):
+        ``(call, new dtype code)``; None for the loss call."""
+        base = value.value if isinstance(value, cst.Subscript) else value
+        if not isinstance(base, cst.Name):
+            return None
+        name = base.value
+        bound = last_binding(self.src, name, self.loss.statement_line)
+        if bound is None or not isinstance(bound.value, cst.Call) or not isinstance(bound.statement, cst.Assign):
+            return None
+        assign, creation = bound.statement, bound.value
+        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+            return None
+        if not is_torch_name(self.src.imports.qualify(creation.func), "torch.tensor", "torch.as_tensor"):
+            return None
+        dtype = keyword_arg(creation, "dtype")
+        if dtype is None or not isinstance(dtype.value, cst.Attribute):
+            return None
+        written = self.src.imports.qualify(dtype.value)
+        if written is None or not written.startswith("torch.") or dtype_name(written) is None:
+            return None
+        if dtype_name(written) == "int64":
+            where = place(Frame(str(self.src.path), self.src.line(creation)))
+            return self.decline(
+                f"`{name}` is made with dtype={one_line(self.src.module, dtype.value)} at {where}, yet was {self.found} at "
+                f"{self.where}: the source changed since the run"
+            )
+        if not self._only_targets(name, assign):
+            return None
+        return creation, f"{one_line(self.src.module, dtype.value.value)}.long"
+
+    def _only_targets(self, name: str, assign: cst.Assign) -> bool:
+        """Whether every read of ``name`` in its scope is a loss target or dtype-blind."""
+        parents = self.src.wrapper.resolve(ParentNodeProvider)
+        owner: cst.CSTNode = self.src.module
+        node: cst.CSTNode | None = assign
+        while node is not None:
+            if isinstance(node, cst.FunctionDef):
+                owner = node
+                break
+            node = parents.get(node)
+        target_values = {id(self.loss.call)}
+        for candidate in _calls_in(owner):
+            if candidate is self.loss.call or _same_callee(self.src, candidate, self.loss.call):
+                target_values.add(id(candidate))
+        for read in _names_in(owner, name):
+            if read is assign.targets[0].target:
+                continue
+            if not self._blind_or_target(read, parents, target_values):
+                return False
+        return True
+
+    def _blind_or_target(
+        self, read: cst.Name, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int]
+    ) -> bool:
+        """Whether a read of the labels ends as a loss's target argument, or in something whose
+        result does not depend on their dtype (a comparison, ``len()``, ``.size()``, ``.shape``)."""
+        child: cst.CSTNode = read
+        parent = parents.get(read)
+        while parent is not None:
+            if isinstance(parent, cst.Arg):
+                call = parents.get(parent)
+                if not isinstance(call, cst.Call):
+                    return False
+                if id(call) in losses and argument(call, 1, "target") is parent:
+                    return True
+                return isinstance(call.func, cst.Name) and call.func.value == "len"
+            if isinstance(parent, cst.Comparison | cst.ComparisonTarget):
+                return True
+            if isinstance(parent, cst.Attribute):
+                if parent.value is not child or parent.attr.value not in _COUNTS | _MOVES:
+                    return False
+                if parent.attr.value in _COUNTS:
+                    return True
+            elif isinstance(parent, cst.Subscript):
+                if parent.value is not child:
+                    return False  # the labels index something: their dtype matters there
+            elif not (isinstance(parent, cst.Call) and parent.func is child):
+                return False
+            child, parent = parent, parents.get(parent)
+        return False
+
+    # the answers ---------------------------------------------------------------------------
+    def _site_at_call(self, code: str, target: Mapping[str, Any] | None, loss: str) -> Site:
+        traced = self._traced_text(code, target)
+        applicability = self._applicability()
+        method = self.want
+        if method == "long":
+            why = f"{loss} takes class indices as int64"
+        else:
+            why = f"{loss} takes float targets"
+        return Site(
+            pattern=self.pattern.ID,
+            file=str(self.src.path),
+            span=self.loss.span,
+            params={"action": "target-method", "method": method},
+            summary=f"Added .{method}() to the target `{code}` at the {loss} call at {self.where}: it was {self.found}"
+            f"{traced}, and {why}",
+            applicability=applicability,
+            evidence=self._evidence(code, target, loss, "loss-call"),
+            evidence_text=f"{loss} at {self.where} got {_an(self.found)} target{traced}; converted at the loss call",
+            notes=self._notes(),
+        )
+
+    def _site_at_creation(self, creation: tuple[cst.Call, str], code: str, target: Mapping[str, Any] | None, loss: str) -> Site:
+        call, dtype = creation
+        span = self.src.positions[call]
+        where = f"{self.src.path.name}:{span.line}"
+        traced = self._traced_text(code, target)
+        return Site(
+            pattern=self.pattern.ID,
+            file=str(self.src.path),
+            span=span,
+            params={"action": "dtype-keyword", "dtype": dtype},
+            summary=f"Made the class labels int64 where they are created at {where} (dtype={dtype}): they reached the "
+            f"{loss} call at {self.where} as {self.found}{traced}, and the script reads them only as its target (and in "
+            "comparisons and counts)",
+            applicability=self._applicability(),
+            evidence=self._evidence(code, target, loss, "creation"),
+            evidence_text=f"{loss} at {self.where} got {_an(self.found)} target{traced}; the labels are made once at {where} "
+            "with a dtype written out, and read only as the loss's target, in comparisons and in counts",
+            notes=self._notes(),
+        )
+
+    def _applicability(self) -> Applicability:
+        floating = (dtype_name(self.found) or "").startswith(("float", "bfloat"))
+        return Applicability.UNSAFE if self.want == "long" and floating else Applicability.SAFE
+
+    def _notes(self) -> tuple[str, ...]:
+        if self._applicability() is Applicability.UNSAFE:
+            return (
+                "Converting float labels to int64 truncates: they must be whole numbers (class indices 0 .. C-1); the run "
+                "did not check their values.",
+            )
+        return ()
+
+    def _traced_text(self, code: str, target: Mapping[str, Any] | None) -> str:
+        if target is None:
+            return ""
+        shape = target.get("shape")
+        return f" (`{code}` traced as {shape_text(shape) if isinstance(shape, list) else '?'} {target.get('dtype')})"
+
+    def _evidence(self, code: str, target: Mapping[str, Any] | None, loss: str, where: str) -> dict[str, Any]:
+        return {
+            "loss": loss,
+            "call": self.where,
+            "found_dtype": dtype_name(self.found) or self.found,
+            "wanted": "int64" if self.want == "long" else "floating point",
+            "target": {"argument": code, **({k: target[k] for k in ("shape", "dtype") if k in target} if target else {})},
+            "fixed_at": where,
+        }
+
+
+def _an(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
+def _shape(described: Mapping[str, Any]) -> list[int] | None:
+    shape = described.get("shape")
+    return [int(v) for v in shape] if isinstance(shape, list) else None
+
+
+def _converted(value: cst.BaseExpression, method: str) -> bool:
+    return (
+        isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == method
+        and not value.args
+    )
+
+
+def _calls_in(owner: cst.CSTNode) -> list[cst.Call]:
+    found: list[cst.Call] = []
+    stack = [owner]
+    while stack:
+        node = stack.pop()
+        if node is not owner and isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            continue
+        if isinstance(node, cst.Call):
+            found.append(node)
+        stack.extend(node.children)
+    return found
+
+
+def _names_in(owner: cst.CSTNode, name: str) -> list[cst.Name]:
+    found: list[cst.Name] = []
+    stack = [owner]
+    while stack:
+        node = stack.pop()
+        if node is not owner and isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)  # `x.labels` is no read of `labels`
+            continue
+        if isinstance(node, cst.Arg):
+            stack.append(node.value)  # a keyword's name is no read
+            continue
+        if isinstance(node, cst.Name) and node.value == name:
+            found.append(node)
+        stack.extend(node.children)
+    return found
+
+
+def _same_callee(src: Source, a: cst.Call, b: cst.Call) -> bool:
+    return src.module.code_for_node(a.func) == src.module.code_for_node(b.func)
