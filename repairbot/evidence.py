@@ -63,6 +63,9 @@ class Evidence:
     # In-place operations on tensors autograd tracks, since the last successful backward()
     # (the "inplace-ops" probe): op, shape, dtype, producer, leaf, version, site, module, module_site.
     inplace_ops: tuple[Mapping[str, Any], ...] = ()
+    # The checkpoints torch.load refused under weights_only=True (the "unsafe-globals" probe):
+    # path, globals [{name, resolved}], build_types, loads, error.
+    unsafe_globals: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def linear(self) -> LinearTrace | None:
@@ -242,4 +245,5 @@ def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
         suppressed_deletes=tuple(files.get("suppressed_deletes", ())),
         probes=frozenset(data.get("probes") or ()),
         inplace_ops=tuple(data.get("inplace_ops") or ()),
+        unsafe_globals=tuple(data.get("unsafe_globals") or ()),
     )

@@ -23,6 +23,7 @@ from tests.support import (
     copy_project,
     cuda_available,
     make_cuda_checkpoint,
+    make_plain_checkpoint,
     pattern_cases,
 )
 
@@ -80,6 +81,8 @@ def record(case: PatternCase) -> None:
         project = copy_project(case.before, Path(tmp) / "project").resolve()
         if case.config.get("checkpoint"):
             make_cuda_checkpoint(project, case.config["checkpoint"])
+        if case.config.get("plain_checkpoint"):
+            make_plain_checkpoint(project, case.config["plain_checkpoint"])
         scratch = Path(tmp) / "scratch"
         runner = SubprocessRunner(scratch_root=scratch, keep_scratch=True)
         plain = runner.run(_request(case, project, cheap))

@@ -74,6 +74,14 @@ def make_cuda_checkpoint(repo: Path, script: str) -> None:
     )
 
 
+def make_plain_checkpoint(repo: Path, script: str) -> None:
+    """Run a project's checkpoint maker as it is (files saved on the CPU, as on this machine)."""
+    subprocess.run(
+        [PYTHON, script], cwd=repo, check=True, capture_output=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+
+
 @dataclass(frozen=True)
 class CheckoutState:
     """Everything of a user's checkout that repairbot promises not to touch."""

@@ -23,6 +23,7 @@ from tests.support import (
     git,
     init_repo,
     make_cuda_checkpoint,
+    make_plain_checkpoint,
     run_cli,
     snapshot,
 )
@@ -38,6 +39,8 @@ def prepare(fixture: Fixture, tmp_path: Path) -> Path:
     copy_project(fixture.folder, repo)
     if fixture.config.get("checkpoint"):
         make_cuda_checkpoint(repo, fixture.config["checkpoint"])
+    if fixture.config.get("plain_checkpoint"):
+        make_plain_checkpoint(repo, fixture.config["plain_checkpoint"])
     commit_all(repo)
     return repo
 

@@ -28,6 +28,7 @@ import itertools
 import json
 import linecache
 import os
+import re
 import shutil
 import site
 import sys
@@ -552,6 +553,7 @@ class RunState:
         self._last_beat = 0.0
         self.probes = frozenset(config.get("probes", ()))
         self.inplace_ops = None
+        self.unsafe_globals = None
 
     def progress(self):
         return [self.steps, self.batches, self.forwards]
@@ -739,6 +741,126 @@ def install_target_size_probe():
     import warnings
 
     warnings.filterwarnings("error", message=r"Using a target size", category=UserWarning)
+
+
+# The globals the "unsafe-globals" probe may allowlist to check that a refused checkpoint then
+# loads: types that rebuild plain data and run no code of the file's choosing. The same list
+# as PLAIN_DATA of patterns/weights_only/pattern.py (this file cannot import repairbot).
+_PLAIN_DATA = frozenset((
+    "argparse.Namespace",
+    "collections.OrderedDict", "collections.defaultdict", "collections.Counter", "collections.deque",
+    "builtins.set", "builtins.frozenset", "builtins.list", "builtins.dict", "builtins.tuple",
+    "builtins.int", "builtins.float", "builtins.complex", "builtins.bool", "builtins.str",
+    "builtins.bytes", "builtins.bytearray", "builtins.slice", "builtins.range",
+    "numpy.dtype", "numpy.ndarray",
+    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
+    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
+))
+_NUMPY_DTYPE_CLASS = re.compile(r"numpy\.dtypes\.\w+DType\Z")
+_REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
+_REFUSED_BUILD = re.compile(r"but got <class '([\w.]+)'>")
+
+
+def _plain_data(name):
+    return name in _PLAIN_DATA or bool(_NUMPY_DTYPE_CLASS.match(name))
+
+
+def _resolve_global(name):
+    """The object a checkpoint's GLOBAL names, from modules already imported (nothing new runs)."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is None:
+            continue
+        obj = module
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return None
+        return obj
+    return None
+
+
+def _global_path(obj):
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    return "%s.%s" % (module, qualname) if module and qualname else None
+
+
+def _checkpoint_path(f):
+    if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__"):
+        return os.path.abspath(os.fsdecode(f))
+    name = getattr(f, "name", None)
+    return os.path.abspath(name) if isinstance(name, str) and os.path.isfile(name) else None
+
+
+def _unsafe_globals_record(torch, real_load, f):
+    """What a refused checkpoint needs: every unsafe global (a static scan, nothing runs), and,
+    when they are all plain data, whether it loads with them allowlisted (adding the NumPy
+    dtype classes the unpickler then asks for)."""
+    record = {"path": None, "globals": [], "build_types": [], "loads": None, "error": None}
+    path = _checkpoint_path(f)
+    if path is None:
+        record["error"] = "torch.load was given a %s, not a file path" % type(f).__name__
+        return record
+    record["path"] = path
+    try:
+        names = sorted(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except Exception as error:
+        record["error"] = "%s: %s" % (type(error).__name__, error)
+        return record
+    allowed = []
+    for name in names:
+        obj = _resolve_global(name)
+        record["globals"].append({"name": name, "resolved": _global_path(obj) if obj is not None else None})
+        allowed.append((obj, name) if obj is not None else None)
+    if not names or not all(_plain_data(name) for name in names) or None in allowed:
+        return record
+    for _ in range(8):
+        try:
+            with torch.serialization.safe_globals(allowed):
+                real_load(path, map_location="cpu", weights_only=True)
+            record["loads"] = True
+            return record
+        except Exception as error:
+            text = str(error)
+            found = _REFUSED_BUILD.search(text) or _REFUSED_GLOBAL.search(text)
+            name = found.group(1) if found else None
+            obj = _resolve_global(name) if name and _plain_data(name) else None
+            if obj is None or any(entry[1] == name for entry in allowed):
+                record["loads"] = False
+                return record
+            allowed.append((obj, name))
+            if found.re is _REFUSED_BUILD:
+                record["build_types"].append({"name": name, "resolved": _global_path(obj)})
+            else:
+                record["globals"].append({"name": name, "resolved": _global_path(obj)})
+    record["loads"] = False
+    return record
+
+
+def install_unsafe_globals_probe(state, torch):
+    """On a torch.load that weights_only=True refuses, list what the checkpoint needs.
+
+    Used in a rerun that only gathers evidence for ``Weights only load failed``: the message
+    names one global, the fix needs them all.
+    """
+    real_load = torch.load
+    state.unsafe_globals = []
+
+    def load(f, *args, **kwargs):
+        try:
+            return real_load(f, *args, **kwargs)
+        except Exception as error:
+            if "Weights only load failed" in str(error) and len(state.unsafe_globals) < 5:
+                try:
+                    state.unsafe_globals.append(_unsafe_globals_record(torch, real_load, f))
+                except Exception:
+                    pass
+            raise
+
+    load.__doc__, load.__wrapped__ = real_load.__doc__, real_load
+    torch.load = torch.serialization.load = load
 
 
 _INPLACE_DUNDERS = frozenset((
@@ -1023,6 +1145,7 @@ def write_evidence(outcome, exit_code, exception=None):
         "linears": STATE.linears if STATE else [],
         "probes": sorted(STATE.probes) if STATE else [],
         "inplace_ops": STATE.inplace_ops if STATE else None,
+        "unsafe_globals": STATE.unsafe_globals if STATE else None,
         "imported_files": _imported_user_files(CONFIG["script"]),
         "environment": _environment(torch),
         "files": {
@@ -1114,6 +1237,8 @@ def run(config_path):
         install_torch_probes(STATE, torch)
         if "inplace-ops" in STATE.probes:
             recorder = install_inplace_probe(STATE, torch)
+        if "unsafe-globals" in STATE.probes:
+            install_unsafe_globals_probe(STATE, torch)
     install_argparse_probe(STATE)
     if "target-size-warning" in STATE.probes:
         install_target_size_probe()

@@ -1,0 +1,872 @@
+"""cuda-unavailable: a script with a hard-coded CUDA device, run where there is no GPU."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import (
+    FunctionScope,
+    GlobalScope,
+    MetadataWrapper,
+    ParentNodeProvider,
+    Scope,
+    ScopeProvider,
+)
+
+from repairbot.codemod import ImportTable, is_torch_name, one_line, quote_of, spans, walk
+from repairbot.evidence import Evidence
+from repairbot.facts import place
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.sources import SourceError, Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+
+# A CUDA device written as a string: "cuda", "cuda:0", f"cuda:{rank}".
+_CUDA_TEXT = re.compile(r"cuda(?::\d+)?")
+_DEVICE_NAMES = ("device", "dev", "DEVICE", "torch_device")
+_NEW_DEVICE_NAME = "device"
+# torch.cuda functions that need a GPU (the fix does not guard them; the report says where).
+_NEEDS_GPU = (
+    "synchronize", "set_device", "current_device", "get_device_name", "get_device_properties",
+    "get_device_capability", "mem_get_info", "get_rng_state", "set_rng_state", "ipc_collect",
+    "reset_peak_memory_stats", "Stream", "Event",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# The transformer
+
+
+class MakeDeviceAgnostic(SiteTransformer):
+    """Rewrites every hard-coded CUDA site of the file named in the site's edits (one change per
+    edit), and inserts the device line before its anchor statement when there is one."""
+
+    def __init__(self, site: Site) -> None:
+        super().__init__(site)
+        self.edits = {(tuple(e["span"]), e["node"]): e for e in site.params["edits"]}
+        anchor = site.params.get("anchor")
+        self.anchor = Span(*anchor) if anchor else None
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        if not isinstance(original_node, cst.BaseExpression) or not isinstance(updated_node, cst.BaseExpression):
+            return super().on_leave(original_node, updated_node)
+        span = self.span(original_node)
+        edit = self.edits.get(((span.line, span.col, span.end_line, span.end_col), type(original_node).__name__))
+        if edit is None or not (self.at_site(original_node) or self.at_extra_site(original_node)):
+            return updated_node
+        self.changes += 1
+        if edit["kind"] == "to-device":
+            return _to_device(cst.ensure_type(updated_node, cst.Call), str(edit["code"]))
+        return cst.parse_expression(str(edit["code"]))
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        return updated_node.with_changes(body=self._insert(original_node.body, updated_node.body))
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return updated_node.with_changes(body=self._insert(original_node.body, updated_node.body))
+
+    def _insert(
+        self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        """The block's statements, with the device line before the anchor; blank lines and
+        comments above the anchor move above the device line."""
+        result: list[cst.BaseStatement] = []
+        for before, after in zip(original, updated, strict=True):
+            if self.anchor is not None and self.span(before) == self.anchor and isinstance(
+                after, cst.SimpleStatementLine | cst.BaseCompoundStatement
+            ):
+                line = cst.parse_statement(str(self.site.params["device_line"]) + "\n")
+                result.append(line.with_changes(leading_lines=after.leading_lines))
+                if isinstance(after, cst.FunctionDef | cst.ClassDef):
+                    # a def keeps its blank lines above it, now below the device line
+                    blank = [ln for ln in after.leading_lines if ln.comment is None]
+                    after = after.with_changes(leading_lines=blank)
+                else:
+                    after = after.with_changes(leading_lines=[])
+                self.changes += 1
+            result.append(after)
+        return result
+
+
+def _to_device(call: cst.Call, device: str) -> cst.Call:
+    """``x.cuda(non_blocking=True)`` -> ``x.to(device, non_blocking=True)``: the device argument
+    replaced, the other keywords kept."""
+    assert isinstance(call.func, cst.Attribute)
+    kept = [arg for arg in call.args if arg.keyword is not None and arg.keyword.value != "device"]
+    first = cst.Arg(cst.parse_expression(device))
+    if kept:
+        first = first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(func=call.func.with_changes(attr=cst.Name("to")), args=[first, *kept])
+
+
+# --------------------------------------------------------------------------------------------
+# The pattern
+
+
+class CudaUnavailable(Pattern):
+    """Makes every hard-coded CUDA device of the failing file device-agnostic, in one edit.
+
+    What it fixes:
+        A script written on a GPU machine and run on one without CUDA (a laptop, a CPU-only CI
+        runner, a CPU build of torch): ``model.cuda()``, ``x.cuda()``, ``.to("cuda")``,
+        ``torch.device("cuda")``, ``device="cuda:0"`` in a tensor factory, a bare device index
+        (``device = 0``, ``.to(0)``), ``torch.set_default_device("cuda")``, and a ``"cuda"``
+        default in a config dict, a function parameter or an argparse option.
+
+    Why it fails:
+        The first use of the GPU raises: ``AssertionError: Torch not compiled with CUDA
+        enabled`` (a CPU build), ``RuntimeError: Found no NVIDIA driver on your system`` or
+        ``No CUDA GPUs are available`` (a CUDA build without a usable GPU), ``RuntimeError:
+        Cannot access accelerator device when none is available.`` (a bare index). Every
+        hard-coded site fails in turn, so they are all part of one fix.
+
+    Example:
+        ``model = Net().cuda()`` becomes ``model = Net().to(device)`` and ``x.cuda()``
+        becomes ``x.to(device)``, with ``device = torch.device("cuda" if
+        torch.cuda.is_available() else "cpu")`` added once (at the top of the one function that
+        needs it, else after the imports) when the script has no device variable;
+        ``torch.device("cuda")`` becomes ``torch.device("cuda" if torch.cuda.is_available()
+        else "cpu")``; ``parser.add_argument("--device", default="cuda")`` gets
+        ``default="cuda" if torch.cuda.is_available() else "cpu"``, and so do config values,
+        parameter defaults and ``device = "cuda:0"``. ``.to("cuda")`` and ``device="cuda"`` in a
+        torch call take the device variable when one is in scope, else the same inline
+        expression. A device with an index (``"cuda:1"``, ``.cuda(args.gpu)``) keeps it:
+        ``.to(args.gpu if torch.cuda.is_available() else "cpu")``. The site the failure
+        reached is found from the traced columns of each user frame, innermost first (the
+        failing call itself, or the definition of the device it reads: a variable, an argparse
+        option, a config key, through up to three assignments); every other hard-coded site of
+        that file is rewritten in the same edit.
+
+    Fix safety:
+        Safe when every site is made device-agnostic where it is written: on a GPU machine the
+        script runs exactly as before. Unsafe when a device line is introduced (a new
+        variable, placed by the pattern).
+
+    Not handled:
+        Calls that need a GPU whatever the device (``torch.cuda.synchronize()``,
+        ``torch.cuda.set_device(...)``, ``torch.cuda.get_device_name()``): they are named in the
+        report, not guarded. A device taken from somewhere the file does not show (a JSON
+        config, an environment variable, another package). An integer variable that is also
+        used as an index (``torch.device("cuda", gpu)``, ``f"cuda:{gpu}"``) is left as it is. Hard-coded sites in other files of the
+        project are reported for the next attempt, not edited with this one. When no site of
+        the project leads to the failure, the run stops with ``environment``.
+    """
+
+    ID = "cuda-unavailable"
+    TITLE = "Hard-coded CUDA device on a machine without a GPU"
+    TAGS = frozenset({"device", "environment"})
+    APPLICABILITY = Applicability.SAFE
+    SIGNATURES = (
+        signature(("AssertionError",), phrase("Torch not compiled with CUDA enabled")),
+        signature(("RuntimeError",), phrase("Found no NVIDIA driver on your system")),
+        signature(("RuntimeError",), phrase("No CUDA GPUs are available")),
+        signature(("RuntimeError",), phrase("Cannot access accelerator device when none is available")),
+        signature(("RuntimeError",), phrase("Cannot get CUDA generator without ATen_cuda library")),
+    )
+    EVIDENCE = frozenset({"locals"})
+    BATCH_INVARIANT = True
+    MAX_CHANGED_LINES = 8
+    Transformer = MakeDeviceAgnostic
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        # Declines carry no diagnosis: with none, the run stops as an environment problem
+        # (a GPU this machine lacks), which is what it is when no hard-coded site leads here.
+        frames = [f for f in reversed(failure.frames) if f.user]
+        if not frames:
+            return self.decline("CUDA is asked for inside a library, with no line of the project's code on the way")
+        files: dict[Path, _File | None] = {}
+        for frame in frames:
+            path = Path(frame.file)
+            if path not in files:
+                files[path] = _File.read(sources, path)
+            view = files[path]
+            if view is None:
+                continue
+            linked = view.link(frame, evidence)
+            if linked is not None:
+                return self._fix(view, frame, linked, failure, evidence, sources)
+        failing = frames[0]
+        shown = one_line_at(files.get(Path(failing.file)), failing)
+        return self.decline(
+            f"{shown} at {place(failing)} needs a GPU, and no hard-coded CUDA device of the project's code leads "
+            "there (the device comes from elsewhere, or the call needs a GPU whatever the device)"
+        )
+
+    def _fix(
+        self, view: _File, frame: Frame, linked: _Link, failure: Failure, evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        plan = view.plan(linked)
+        if isinstance(plan, str):
+            return self.decline(plan)
+        primary = plan.edits[0]
+        where = place(frame)
+        deepest = failure.user_frame
+        failing_at = place(deepest) if deepest is not None else where
+        notes = list(view.gpu_calls())
+        others = _other_files(evidence, view.path, sources)
+        if others:
+            notes.append(
+                "Hard-coded CUDA devices remain in other files of the project ("
+                + ", ".join(others) + "): the next attempt will meet them."
+            )
+        applicability = self.APPLICABILITY
+        changes = "; ".join(f"`{e.before}` -> `{e.after}`" for e in plan.edits[:6])
+        if len(plan.edits) > 6:
+            changes += f"; and {len(plan.edits) - 6} more"
+        summary = (
+            f"Made the hard-coded CUDA device{'s' if len(plan.edits) > 1 else ''} of {view.path.name} "
+            f"device-agnostic ({len(plan.edits)} site{'s' if len(plan.edits) > 1 else ''}): {changes}"
+        )
+        if plan.device_line is not None:
+            applicability = Applicability.UNSAFE
+            summary += f"; added `{plan.device_line}` at {view.path.name}:{plan.anchor_line}"
+            notes.append("The script had no device variable: the one added picks the GPU whenever there is one.")
+        environment = evidence.environment if evidence else {}
+        cuda = "not available" if not environment.get("cuda_available") else "available"
+        return Site(
+            pattern=self.ID,
+            file=str(view.path),
+            span=primary.span,
+            params={
+                "edits": [e.param() for e in plan.edits],
+                "device_line": plan.device_line,
+                "anchor": list(_span_tuple(plan.anchor)) if plan.anchor else None,
+            },
+            summary=summary,
+            applicability=applicability,
+            evidence={
+                "message": failure.headline,
+                "cuda_available": bool(environment.get("cuda_available")),
+                "failing": failing_at,
+                "reached": {"site": f"{view.path.name}:{linked.site.span.line}", "how": linked.how},
+                "sites": [
+                    {"line": e.span.line, "code": e.before, "fixed": e.after, "kind": e.kind} for e in plan.edits
+                ],
+                "device_variable": plan.device_name,
+                "introduced": plan.device_line,
+                "other_files": others,
+            },
+            evidence_text=(
+                f"{failure.headline} at {failing_at}"
+                + (f", called from {where}" if where != failing_at else "")
+                + f"; it comes from `{linked.site.code}` ({view.path.name}:{linked.site.span.line}, {linked.how}); "
+                f"CUDA is {cuda} here; {len(plan.edits)} hard-coded CUDA site{'s' if len(plan.edits) > 1 else ''} "
+                f"in {view.path.name}"
+            ),
+            notes=tuple(notes),
+            extra_spans=tuple(e.span for e in plan.edits[1:]) + ((plan.anchor,) if plan.anchor else ()),
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Hard-coded sites
+
+
+@dataclass(frozen=True)
+class _Hardcoded:
+    """One place a CUDA device is written into the file."""
+
+    kind: str  # "cuda-method", "device-argument" (needs a device), "device-value" (made agnostic in place)
+    node: cst.BaseExpression  # the Call of .cuda(), else the literal
+    span: Span
+    code: str  # the code around it, for the report
+    indexed: bool = False  # "cuda:1", .cuda(1): a device index to keep
+    binds: tuple[str, ...] = ()  # what it defines: "name:device", "attr:device", "key:device"
+
+
+@dataclass(frozen=True)
+class _Link:
+    site: _Hardcoded
+    how: str  # for the report: "the failing call", "`device` read at train.py:30"
+
+
+@dataclass(frozen=True)
+class _Edit:
+    kind: str
+    span: Span
+    node: str  # the node's type name: the transformer's check
+    before: str
+    after: str
+    code: str  # the replacement (an expression), or the device for "to-device"
+
+    def param(self) -> dict[str, Any]:
+        return {"span": list(_span_tuple(self.span)), "node": self.node, "kind": self.kind, "code": self.code}
+
+
+@dataclass
+class _Plan:
+    edits: list[_Edit] = field(default_factory=list)
+    device_name: str | None = None
+    device_line: str | None = None
+    anchor: Span | None = None
+    anchor_line: int | None = None
+
+
+def _span_tuple(span: Span) -> tuple[int, int, int, int]:
+    return (span.line, span.col, span.end_line, span.end_col)
+
+
+def _literal_text(node: cst.CSTNode) -> str | None:
+    """The text of a plain string literal, or the leading text of an f-string."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.FormattedString) and node.parts and isinstance(node.parts[0], cst.FormattedStringText):
+        return node.parts[0].value + "{}"
+    return None
+
+
+def _cuda_literal(node: cst.CSTNode, allow_index: bool = False) -> tuple[bool, bool]:
+    """(is a CUDA device literal, carries an index): ``"cuda"``, ``"cuda:1"``, ``f"cuda:{i}"``,
+    and with ``allow_index`` a bare integer (a device index, which means CUDA)."""
+    text = _literal_text(node)
+    if text is not None:
+        if _CUDA_TEXT.fullmatch(text):
+            return True, text != "cuda"
+        if isinstance(node, cst.FormattedString) and re.fullmatch(r"cuda:\{\}", text):
+            return True, True
+        return False, False
+    if allow_index and isinstance(node, cst.Integer):
+        return True, True
+    return False, False
+
+
+def _device_like(name: str) -> bool:
+    """A name that holds a device when it holds "cuda": ``device``, ``DEVICE``, ``train_device``,
+    ``dev``; not ``device_type`` (autocast's "cuda" means the kind of device, and "cpu" there
+    would switch autocast on for the CPU)."""
+    lower = name.lower()
+    return ("device" in lower or lower in ("dev", "gpu") or lower.endswith("_dev")) and "type" not in lower
+
+
+def _device_index_name(name: str) -> bool:
+    """A name that holds one device when it holds an integer: ``device = 0``, ``gpu_id = 1``
+    (not ``num_devices = 2`` or ``device_ids = [0, 1]``)."""
+    lower = name.lower()
+    return lower in ("device", "dev", "gpu", "gpu_id", "device_id", "cuda_device") or lower.endswith("_device")
+
+
+def _device_variable(name: str) -> bool:
+    """A variable ``.to(...)`` can be given: ``device``, ``DEVICE``, ``train_device``."""
+    lower = name.lower()
+    return lower in ("device", "dev", "torch_device") or lower.endswith("_device")
+
+
+class _File:
+    """One parsed project file: its hard-coded sites, and how a frame reaches them."""
+
+    def __init__(self, path: Path, wrapper: MetadataWrapper) -> None:
+        self.path = path
+        self.wrapper = wrapper
+        self.module = wrapper.module
+        self.positions = spans(wrapper)
+        self.parents = wrapper.resolve(ParentNodeProvider)
+        self.scopes = wrapper.resolve(ScopeProvider)
+        self.imports = ImportTable(self.module)
+        self.torch = _module_level_alias(self.module, "torch")
+        self.quote = quote_of(self.module)
+        self.sites = list(self._find())
+
+    @classmethod
+    def read(cls, sources: Sources, path: Path) -> _File | None:
+        if not path.is_absolute() or not path.is_file():
+            return None
+        try:
+            return cls(path, sources.metadata(path))
+        except (SourceError, OSError, cst.ParserSyntaxError):
+            return None
+
+    # finding the sites ------------------------------------------------------------------
+    def _find(self) -> Iterator[_Hardcoded]:
+        seen: set[int] = set()
+        for node in walk(self.module):
+            for site in self._sites_at(node):
+                if id(site.node) not in seen:
+                    seen.add(id(site.node))
+                    yield site
+
+    def _site(self, kind: str, node: cst.BaseExpression, context: cst.CSTNode, indexed: bool = False,
+              binds: tuple[str, ...] = ()) -> _Hardcoded:
+        code = one_line(self.module, context).rstrip(",")
+        if len(code) > 60:
+            # a long call: its argument (``default="cuda"``) says enough
+            parent = self.parents.get(node)
+            code = one_line(self.module, parent if isinstance(parent, cst.Arg) else node).rstrip(",")
+        return _Hardcoded(
+            kind=kind, node=node, span=self.positions[node], code=code,
+            indexed=indexed, binds=binds or self._bound_by(node),
+        )
+
+    def _sites_at(self, node: cst.CSTNode) -> Iterator[_Hardcoded]:
+        if isinstance(node, cst.Call):
+            yield from self._call_sites(node)
+        elif isinstance(node, cst.Assign | cst.AnnAssign) and node.value is not None:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            names = [n for n in map(_target_name, targets) if n]
+            index_names = [n for n in names if _device_index_name(n) and self._used_as_device(n)]
+            is_cuda, indexed = _cuda_literal(node.value, allow_index=bool(index_names))
+            if is_cuda and any(map(_device_like, names)):
+                yield self._site("device-value", node.value, node, indexed)
+        elif isinstance(node, cst.Param) and node.default is not None:
+            name = node.name.value
+            is_cuda, indexed = _cuda_literal(node.default, allow_index=_device_index_name(name) and self._used_as_device(name))
+            if is_cuda and _device_like(node.name.value):
+                yield self._site("device-value", node.default, node, indexed, binds=(f"name:{node.name.value}",))
+        elif isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString):
+            key = node.key.evaluated_value
+            is_cuda, indexed = _cuda_literal(node.value)
+            if is_cuda and isinstance(key, str) and _device_like(key):
+                yield self._site("device-value", node.value, node, indexed, binds=(f"key:{key}",))
+
+    def _call_sites(self, call: cst.Call) -> Iterator[_Hardcoded]:
+        func = call.func
+        qualified = self.imports.qualify(func)
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if method == "cuda" and isinstance(func, cst.Attribute) and self.imports.qualify(func.value) is None:
+            device = next((a for a in call.args if a.keyword is None or a.keyword.value == "device"), None)
+            yield self._site("cuda-method", call, call, indexed=device is not None)
+            return
+        if is_torch_name(qualified, "torch.device"):
+            first = next((a for a in call.args if a.keyword is None or a.keyword.value == "type"), None)
+            if first is not None:
+                is_cuda, indexed = _cuda_literal(first.value, allow_index=True)
+                if is_cuda:
+                    yield self._site("device-value", first.value, call, indexed)
+            return
+        if is_torch_name(qualified, "torch.set_default_device") and call.args:
+            is_cuda, indexed = _cuda_literal(call.args[0].value)
+            if is_cuda:
+                yield self._site("device-value", call.args[0].value, call, indexed)
+            return
+        torch_callee = qualified is not None and qualified.split(".")[0] == "torch"
+        for position, arg in enumerate(call.args):
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if method == "to" and (keyword == "device" or (keyword is None and position == 0)):
+                is_cuda, indexed = _cuda_literal(arg.value, allow_index=True)
+                if is_cuda:
+                    yield self._site("device-argument", arg.value, call, indexed)
+            elif keyword == "map_location" or (keyword == "device" and torch_callee):
+                is_cuda, indexed = _cuda_literal(arg.value, allow_index=torch_callee)
+                if is_cuda:
+                    yield self._site("device-argument", arg.value, call, indexed)
+            elif keyword == "default" and method == "add_argument":
+                is_cuda, indexed = _cuda_literal(arg.value)
+                dest = _argparse_dest(call)
+                if is_cuda and dest is not None and _device_like(dest):
+                    yield self._site("device-value", arg.value, call, indexed, binds=(f"attr:{dest}",))
+            elif keyword is not None and _device_like(keyword) and not torch_callee:
+                # Trainer(device="cuda"), dict(device="cuda"), SimpleNamespace(device="cuda")
+                is_cuda, indexed = _cuda_literal(arg.value)
+                if is_cuda:
+                    yield self._site("device-value", arg.value, call, indexed, binds=(f"attr:{keyword}", f"key:{keyword}"))
+
+    def _used_as_device(self, name: str) -> bool:
+        """Whether every read of ``name`` in the file hands it over as a device (``.to(name)``,
+        ``device=name``, ``torch.device(name)``, an argument of a project function): then an
+        integer there is a device index, and "cpu" can take its place. Used as an index
+        (``torch.device("cuda", gpu)``, ``f"cuda:{gpu}"``), it cannot."""
+        for node in walk(self.module):
+            if not isinstance(node, cst.Name) or node.value != name:
+                continue
+            parent = self.parents.get(node)
+            if isinstance(parent, cst.AssignTarget | cst.Param) or (
+                isinstance(parent, cst.AnnAssign) and parent.target is node
+            ):
+                continue
+            if not isinstance(parent, cst.Arg) or parent.value is not node:
+                return False
+            call = self.parents.get(parent)
+            if not isinstance(call, cst.Call):
+                return False
+            keyword = parent.keyword.value if parent.keyword is not None else None
+            position = [a for a in call.args if a.keyword is None].index(parent) if keyword is None else -1
+            qualified = self.imports.qualify(call.func)
+            method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+            if keyword in ("device", "map_location") or (method in ("to", "cuda") and position == 0):
+                continue
+            if is_torch_name(qualified, "torch.device") and position == 0:
+                continue
+            if qualified is None and method is None:
+                continue  # handed to a function of the project
+            return False
+        return True
+
+    def _bound_by(self, node: cst.CSTNode) -> tuple[str, ...]:
+        """What the statement around ``node`` assigns: ``device = torch.device("cuda")`` binds
+        ``device``; ``self.device = "cuda"`` binds the attribute ``device``."""
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(current, cst.BaseSmallStatement | cst.BaseCompoundStatement):
+            current = self.parents.get(current)
+        if isinstance(current, cst.Assign):
+            targets = [t.target for t in current.targets]
+        elif isinstance(current, cst.AnnAssign):
+            targets = [current.target]
+        else:
+            return ()
+        in_class = isinstance(self._owner(current, cst.ClassDef), cst.ClassDef)
+        bound: list[str] = []
+        for target in targets:
+            if isinstance(target, cst.Name):
+                bound.append(f"name:{target.value}")
+                if in_class:  # a class attribute (a config class): read as cfg.device
+                    bound.append(f"attr:{target.value}")
+            elif isinstance(target, cst.Attribute):
+                bound.append(f"attr:{target.attr.value}")
+        return tuple(bound)
+
+    # linking a frame to a site -----------------------------------------------------------
+    def link(self, frame: Frame, evidence: Evidence | None) -> _Link | None:
+        """The hard-coded site this frame's expression reaches: inside it, or the definition of
+        a device it reads; or a CUDA literal it passes straight to the call it makes."""
+        expression = self._expression(frame)
+        if expression is None:
+            return None
+        where = self.positions[expression]
+        inside = [s for s in self.sites if _contains(where, s.span)]
+        if inside:
+            return _Link(min(inside, key=lambda s: (s.span.line, s.span.col)), "the failing call")
+        owner = self._owner(expression)
+        reads = self._reads_through(expression, owner)
+        candidates: list[tuple[int, int, _Hardcoded, str]] = []
+        for site in self.sites:
+            for bound in site.binds:
+                if bound not in reads:
+                    continue
+                kind, _, name = bound.partition(":")
+                site_owner = self._owner(site.node)
+                if kind == "name" and site_owner is not owner and not isinstance(site_owner, cst.Module):
+                    continue  # a local of another function
+                rank = 0 if site_owner is owner else 1
+                shown = {"name": f"`{name}`", "attr": f"`.{name}`", "key": f"`[{self.quote}{name}{self.quote}]`"}[kind]
+                candidates.append((reads[bound], rank, site, f"{shown} read at {self.path.name}:{frame.line}"))
+        if candidates:
+            # what the expression reads itself first, then what those values read
+            _, _, site, how = min(candidates, key=lambda c: (c[0], c[1], c[2].span.line))
+            return _Link(site, how)
+        if isinstance(expression, cst.Call):
+            for arg in expression.args:
+                is_cuda, indexed = _cuda_literal(arg.value)
+                if is_cuda:
+                    site = self._site("device-value", arg.value, expression, indexed)
+                    self.sites.append(site)
+                    return _Link(site, "passed to the failing call")
+        return None
+
+    def _reads_through(self, expression: cst.CSTNode, owner: cst.CSTNode, depth: int = 3) -> dict[str, int]:
+        """What the expression reads (depth 0), and what the values of the names it reads read in
+        turn (``device = torch.device(config["device"])`` then ``x.to(device)`` reads ``device``,
+        then ``config["device"]``), in its function and at module level."""
+        found = dict.fromkeys(_reads(expression), 0)
+        frontier = {r.partition(":")[2] for r in found if r.startswith("name:")}
+        seen: set[str] = set()
+        for level in range(1, depth + 1):
+            values = [value for name in frontier - seen for value in self._assigned_values(name, owner)]
+            seen |= frontier
+            more: set[str] = set()
+            for value in values:
+                more |= _reads(value)
+            for read in more:
+                found.setdefault(read, level)
+            frontier = {r.partition(":")[2] for r in more if r.startswith("name:")}
+        return found
+
+    def _assigned_values(self, name: str, owner: cst.CSTNode) -> Iterator[cst.BaseExpression]:
+        for node in walk(self.module):
+            if isinstance(node, cst.Assign):
+                targets = [t.target for t in node.targets]
+            elif isinstance(node, cst.AnnAssign):
+                targets = [node.target]
+            else:
+                continue
+            if any(isinstance(t, cst.Name) and t.value == name for t in targets):
+                where = self._owner(node)
+                if (where is owner or isinstance(where, cst.Module)) and node.value is not None:
+                    yield node.value
+
+    def _expression(self, frame: Frame) -> cst.CSTNode | None:
+        """The expression the frame was executing (traced columns), else its line's statement."""
+        if frame.col is not None:
+            wanted = (frame.line, frame.col, frame.end_line or frame.line, frame.end_col)
+            exact = [
+                node for node, span in self.positions.items()
+                if isinstance(node, cst.BaseExpression) and _span_tuple(span) == wanted
+            ]
+            if exact:
+                return max(exact, key=lambda node: sum(1 for _ in walk(node)))
+            return None
+        lines = [
+            node for node, span in self.positions.items()
+            if isinstance(node, cst.SimpleStatementLine) and span.line <= frame.line <= span.end_line
+        ]
+        return lines[0] if len(lines) == 1 else None
+
+    def _owner(self, node: cst.CSTNode, *also: type[cst.CSTNode]) -> cst.CSTNode:
+        """The function the node runs in (or the first of ``also`` around it), else the module."""
+        kinds: tuple[type[cst.CSTNode], ...] = (cst.FunctionDef, cst.Module, *also)
+        current = self.parents.get(node)
+        while current is not None and not isinstance(current, kinds):
+            current = self.parents.get(current)
+        return current if current is not None else self.module
+
+    # planning the edit ---------------------------------------------------------------------
+    def plan(self, linked: _Link) -> _Plan | str:
+        """The edits: every site of the file, the linked one first; ``.cuda()`` gets the
+        script's device variable (one is introduced when none is visible), ``.to("cuda")`` too
+        when one is visible, and every other site is made agnostic where it is written."""
+        if self.torch is None:
+            return f"{self.path.name} has no module-level `import torch` to write a device-agnostic expression with"
+        sites = sorted(self.sites, key=lambda s: (s.span.line, s.span.col))
+        ordered = [linked.site, *[s for s in sites if s is not linked.site]]
+        plan = _Plan()
+        names: dict[int, str | None] = {id(s): self._visible_device(s) for s in ordered if not s.indexed}
+        missing = [s for s in ordered if s.kind == "cuda-method" and not s.indexed and names[id(s)] is None]
+        if missing:
+            # sites that would use the new variable too when it is in scope: .to("cuda")
+            users = [s for s in ordered if not s.indexed and s.kind == "device-argument" and names[id(s)] is None]
+            introduced = self._introduce(missing, users)
+            if isinstance(introduced, str):
+                return introduced
+            plan.device_line, plan.anchor, owner = introduced
+            plan.anchor_line = plan.anchor.line
+            for site in ordered:
+                if not site.indexed and names[id(site)] is None and self._sees_new_device(site, owner, plan.anchor):
+                    names[id(site)] = _NEW_DEVICE_NAME
+        for site in ordered:
+            device = names.get(id(site)) if site.kind in ("cuda-method", "device-argument") else None
+            plan.device_name = plan.device_name or device
+            plan.edits.append(self._edit(site, device))
+        return plan
+
+    def _sees_new_device(self, site: _Hardcoded, owner: cst.CSTNode, anchor: Span) -> bool:
+        """Whether an introduced device line (at the top of ``owner``) is in scope at the site."""
+        if site.span.line < anchor.line:
+            return False
+        if isinstance(owner, cst.Module):
+            scope = self.scopes.get(site.node)
+            return scope is not None and not _bound_in(scope, _NEW_DEVICE_NAME)
+        current: cst.CSTNode | None = site.node
+        while current is not None and current is not owner:
+            current = self.parents.get(current)
+        return current is owner
+
+    def _agnostic(self, code: str) -> str:
+        return f"{code} if {self.torch}.cuda.is_available() else {self.quote}cpu{self.quote}"
+
+    def _edit(self, site: _Hardcoded, device: str | None) -> _Edit:
+        node_type = type(site.node).__name__
+        before = one_line(self.module, site.node)
+        if site.kind == "cuda-method":
+            call = cst.ensure_type(site.node, cst.Call)
+            if device is None:
+                index = next(a for a in call.args if a.keyword is None or a.keyword.value == "device")
+                device = self._agnostic(one_line(self.module, index.value))
+            after = one_line(self.module, _to_device(call, device))
+            return _Edit("to-device", site.span, node_type, before, after, device)
+        code = device if device is not None and site.kind == "device-argument" else self._agnostic(before)
+        shown_before = site.code
+        shown_after = shown_before.replace(before, code, 1) if before in shown_before else code
+        return _Edit("replace", site.span, node_type, shown_before, shown_after, code)
+
+    def _visible_device(self, site: _Hardcoded) -> str | None:
+        """A device variable the site can use: bound before it in its function, a parameter,
+        or a module global."""
+        scope = self.scopes.get(site.node)
+        if scope is None:
+            return None
+        line = site.span.line
+        found: list[str] = []
+        for name in self._device_names():
+            if _visible(scope, name, line, self.positions):
+                found.append(name)
+        found.sort(key=lambda n: (_DEVICE_NAMES.index(n) if n in _DEVICE_NAMES else len(_DEVICE_NAMES), n))
+        return found[0] if found else None
+
+    def _device_names(self) -> list[str]:
+        """Names the file binds to a device: ``device = torch.device(...)``, ``device = "cuda"
+        if ... else "cpu"``, a ``device`` parameter."""
+        names: set[str] = set()
+        for node in walk(self.module):
+            if isinstance(node, cst.Param) and _device_variable(node.name.value):
+                names.add(node.name.value)
+            elif isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name) and _device_variable(target.target.value):
+                        names.add(target.target.value)
+            elif isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name) and _device_variable(node.target.value):
+                names.add(node.target.value)
+        return sorted(names)
+
+    def _introduce(
+        self, missing: Sequence[_Hardcoded], users: Sequence[_Hardcoded]
+    ) -> tuple[str, Span, cst.CSTNode] | str:
+        """The device line, the statement it goes before, and the block that holds it: first in
+        the one top-level function whose sites need it (and all that could use it), else after
+        the module's imports."""
+        owners = {id(self._owner(s.node)): self._owner(s.node) for s in [*missing, *users]}
+        function = next(iter(owners.values())) if len(owners) == 1 else None
+        if (
+            isinstance(function, cst.FunctionDef) and self.parents.get(function) is self.module
+            and isinstance(function.body, cst.IndentedBlock)
+        ):
+            statements = list(function.body.body)
+            start = 1 if len(statements) > 1 and _is_docstring(statements[0]) else 0
+            anchor: cst.CSTNode = statements[start]
+            owner: cst.CSTNode = function
+        else:
+            # a method, a nested function or several functions: the module level serves them all
+            for site in missing:
+                scope = self.scopes.get(site.node)
+                if scope is not None and _bound_in(scope, _NEW_DEVICE_NAME):
+                    return (
+                        f"the name `{_NEW_DEVICE_NAME}` is bound in the code around {self.path.name}:{site.span.line}, "
+                        "yet not before the device is needed there: no device variable can be added for it"
+                    )
+            candidates = [s for s in self.module.body if not _is_docstring(s) and not _is_import(s)]
+            if not candidates:
+                return f"{self.path.name} has no statement after its imports to put a device line before"
+            anchor, owner = candidates[0], self.module
+            first_use = min(s.span.line for s in missing)
+            if self.positions[anchor].line > first_use:
+                return f"{self.path.name} uses CUDA at line {first_use}, before its imports end"
+        q = self.quote
+        line = f"{_NEW_DEVICE_NAME} = {self.torch}.device({q}cuda{q} if {self.torch}.cuda.is_available() else {q}cpu{q})"
+        return line, self.positions[anchor], owner
+
+    # what the fix leaves ---------------------------------------------------------------------
+    def gpu_calls(self) -> Iterator[str]:
+        """torch.cuda calls that need a GPU whatever the device, for the report."""
+        for node in walk(self.module):
+            if isinstance(node, cst.Call):
+                qualified = self.imports.qualify(node.func)
+                if qualified and qualified.startswith("torch.cuda.") and qualified.rsplit(".", 1)[-1] in _NEEDS_GPU:
+                    yield (
+                        f"`{one_line(self.module, node)}` at {self.path.name}:{self.positions[node].line} needs a GPU "
+                        "whatever the device: guard it with `if torch.cuda.is_available():`."
+                    )
+
+
+def one_line_at(view: _File | None, frame: Frame) -> str:
+    """The failing expression for a decline, else the frame's code."""
+    if view is not None:
+        expression = view._expression(frame)
+        if expression is not None:
+            return f"`{one_line(view.module, expression)}`"
+    return f"`{frame.code.strip()}`" if frame.code else "the call"
+
+
+def _other_files(evidence: Evidence | None, fixed: Path, sources: Sources) -> list[str]:
+    """``models.py:12``: hard-coded sites in the project's other imported files."""
+    found: list[str] = []
+    for name in evidence.imported_files if evidence else ():
+        path = Path(name)
+        if path.resolve() == fixed.resolve() or "site-packages" in path.parts:
+            continue
+        view = _File.read(sources, path)
+        if view is not None and view.sites:
+            found.extend(f"{path.name}:{site.span.line}" for site in view.sites[:3])
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Source helpers
+
+
+def _contains(outer: Span, inner: Span) -> bool:
+    return (outer.line, outer.col) <= (inner.line, inner.col) and (inner.end_line, inner.end_col) <= (outer.end_line, outer.end_col)
+
+
+def _reads(expression: cst.CSTNode) -> set[str]:
+    """What an expression reads: names, attribute names, subscript and ``.get()`` keys."""
+    found: set[str] = set()
+    for node in walk(expression):
+        if isinstance(node, cst.Name):
+            found.add(f"name:{node.value}")
+        elif isinstance(node, cst.Attribute):
+            found.add(f"attr:{node.attr.value}")
+        elif isinstance(node, cst.Subscript) and len(node.slice) == 1:
+            index = node.slice[0].slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                key = index.value.evaluated_value
+                if isinstance(key, str):
+                    found.add(f"key:{key}")
+        elif m.matches(node, m.Call(func=m.Attribute(attr=m.Name("get")), args=[m.Arg(value=m.SimpleString()), m.ZeroOrMore()])):
+            key = cst.ensure_type(cst.ensure_type(node, cst.Call).args[0].value, cst.SimpleString).evaluated_value
+            if isinstance(key, str):
+                found.add(f"key:{key}")
+    return found
+
+
+def _target_name(target: cst.BaseExpression) -> str | None:
+    if isinstance(target, cst.Name):
+        return target.value
+    if isinstance(target, cst.Attribute):
+        return target.attr.value
+    return None
+
+
+def _argparse_dest(call: cst.Call) -> str | None:
+    """``--device`` -> ``device``, ``--gpu-id`` -> ``gpu_id``; ``dest=`` wins."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "dest" and isinstance(arg.value, cst.SimpleString):
+            value = arg.value.evaluated_value
+            return value if isinstance(value, str) else None
+    options = [
+        a.value.evaluated_value for a in call.args
+        if a.keyword is None and isinstance(a.value, cst.SimpleString) and isinstance(a.value.evaluated_value, str)
+    ]
+    longs = [o for o in options if isinstance(o, str) and o.startswith("--")]
+    chosen = longs[0] if longs else (options[0] if options else None)
+    return chosen.lstrip("-").replace("-", "_") if isinstance(chosen, str) else None
+
+
+def _module_level_alias(module: cst.Module, full: str) -> str | None:
+    """The name a module-level ``import torch`` (``import torch as th``) binds."""
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    if one_line(module, alias.name) == full:
+                        return cst.ensure_type(alias.asname.name, cst.Name).value if alias.asname else full
+    return None
+
+
+def _visible(scope: Scope, name: str, line: int, positions: Mapping[cst.CSTNode, Span]) -> bool:
+    """Is ``name`` bound at ``line``: a parameter or an earlier assignment of the same scope, or a global?"""
+    for assignment in scope[name]:
+        node = getattr(assignment, "node", None)
+        owner = getattr(assignment, "scope", None)
+        if isinstance(owner, GlobalScope) and isinstance(scope, FunctionScope):
+            return True  # module globals exist by the time a function runs
+        if node is not None and owner is not None:
+            if isinstance(node, cst.Param):
+                return True
+            where = positions.get(node)
+            if where is not None and where.line < line:
+                return True
+    return False
+
+
+def _bound_in(scope: Scope, name: str) -> bool:
+    """Whether ``name`` is bound in the site's own scope: a new module-level variable of that
+    name would be shadowed there (or, at module level, rebound)."""
+    return any(getattr(assignment, "scope", None) is scope for assignment in scope[name])
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return m.matches(statement, m.SimpleStatementLine(body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())]))
+
+
+def _is_import(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(s, cst.Import | cst.ImportFrom) for s in statement.body
+    )

@@ -1,0 +1,440 @@
+"""numpy-grad: ``.numpy()`` (or an implicit conversion) of a tensor that requires grad or lives on a GPU."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+from repairbot.codemod import call_at, calls_on_line, method_call, one_line, spans
+from repairbot.evidence import Evidence
+from repairbot.facts import place, tensor_text
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+
+Scope = Mapping[str, Mapping[str, Any]]
+
+# Methods between a tensor and ``.numpy()`` that already do part of the job.
+_DETACHING = ("detach",)
+_TO_HOST = ("cpu",)
+# Tensor methods whose result requires grad and sits on a device exactly when the tensor does.
+_KEEPS_KIND = (
+    "squeeze", "unsqueeze", "view", "reshape", "flatten", "t", "transpose", "permute", "contiguous",
+    "clone", "float", "double", "half", "expand", "expand_as", "view_as", "reshape_as", "narrow",
+    "mean", "sum", "exp", "log", "sigmoid", "softmax", "log_softmax", "tanh", "abs", "neg",
+)
+
+
+class AddDetachCpu(SiteTransformer):
+    """Adds the missing ``.detach()`` / ``.cpu()`` (and ``.numpy()`` for an implicit conversion)
+    at each node of the site: a ``.numpy()`` call, or a tensor argument of the failing call."""
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        if not isinstance(original_node, cst.BaseExpression) or not isinstance(updated_node, cst.BaseExpression):
+            return updated_node
+        if not (self.at_site(original_node) or self.at_extra_site(original_node)):
+            return updated_node
+        plan = self.site.params["plans"][str(self.span(original_node))]
+        if plan["mode"] == "explicit":
+            if not _is_method_call(updated_node, "numpy"):
+                return updated_node
+            assert isinstance(updated_node, cst.Call) and isinstance(updated_node.func, cst.Attribute)
+            receiver = _with_links(updated_node.func.value, detach=plan["detach"], cpu=plan["cpu"])
+            self.changes += 1
+            return updated_node.with_changes(func=updated_node.func.with_changes(value=receiver))
+        converted = _with_links(updated_node, detach=True, cpu=True)
+        self.changes += 1
+        return method_call(converted, "numpy") if plan["numpy"] else converted
+
+
+class NumpyGrad(Pattern):
+    """Adds the missing ``.detach()`` and ``.cpu()`` where a tensor is turned into a NumPy array.
+
+    What it fixes:
+        Logging, plotting or metric code that hands a tensor to NumPy while autograd still
+        tracks it (model outputs outside ``torch.no_grad()``, a loss, a parameter) or while it
+        is still on the GPU: ``preds.numpy()``, ``loss.cpu().numpy()``, and implicit
+        conversions such as ``np.array(outputs)`` or ``plt.plot(losses_tensor)``.
+
+    Why it fails:
+        A NumPy array shares the tensor's memory and knows nothing of autograd or of GPUs, so
+        torch refuses: ``RuntimeError: Can't call numpy() on Tensor that requires grad. Use
+        tensor.detach().numpy() instead.`` and ``TypeError: can't convert cuda:0 device type
+        tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.`` (older:
+        ``can't convert CUDA tensor to numpy``). An implicit conversion goes through
+        ``Tensor.__array__``, which calls ``numpy()``.
+
+    Example:
+        ``val_preds.append(outputs.numpy())`` becomes ``val_preds.append(outputs.detach().numpy())``;
+        ``loss.cpu().numpy()`` becomes ``loss.detach().cpu().numpy()`` (detach first, so the copy
+        to the host is not recorded by autograd); a CUDA tensor's ``probs.detach().numpy()``
+        becomes ``probs.detach().cpu().numpy()``, with ``.detach()`` too when the traced tensor
+        also requires grad. Only the missing parts are added, in the order
+        ``.detach().cpu().numpy()``. An implicit conversion (``np.array(features)``) gets
+        ``.detach().cpu().numpy()`` on the argument that the traced locals show to be the
+        failing tensor (``.detach().cpu()`` when a library calls ``.numpy()`` on it itself).
+        Other ``.numpy()`` calls of the same statement whose traced tensors would fail next are
+        fixed in the same edit.
+
+    Fix safety:
+        Safe. ``detach()`` and ``cpu()`` change neither values nor shapes: the array holds the
+        same numbers, and the training graph is untouched (the conversion was read-only).
+
+    Not handled:
+        A tensor the trace cannot name (an element of a list of tensors, ``np.mean(losses)``
+        where ``losses`` holds loss tensors; an attribute such as ``self.buffer``): declined
+        with the remedy (``.item()`` or ``.detach().cpu()`` where the values are collected).
+        A meta tensor (it has no data to copy). A conversion inside a library with no
+        argument of the user's call traced as the tensor.
+    """
+
+    ID = "numpy-grad"
+    TITLE = "NumPy conversion of a tensor that requires grad or is on a GPU"
+    TAGS = frozenset({"autograd", "device", "numpy"})
+    APPLICABILITY = Applicability.SAFE
+    SIGNATURES = (
+        signature(
+            ("RuntimeError",),
+            r"(?P<grad>" + phrase("Can't call numpy() on") + r"\s+(?:Tensor|Variable)\s+" + phrase("that requires grad") + ")",
+        ),
+        signature(
+            ("TypeError",),
+            phrase("can't convert") + r"\s+(?P<device>[a-z]+(?::\d+)?)\s+" + phrase("device type tensor to numpy"),
+        ),
+        # before torch 1.5 (and for sparse/GPU tensors of 0.4): "can't convert CUDA tensor to numpy"
+        signature(("TypeError",), phrase("can't convert") + r"\s+(?P<device>CUDA)\s+" + phrase("tensor to numpy")),
+    )
+    EVIDENCE = frozenset({"locals"})
+    BATCH_INVARIANT = True
+    Transformer = AddDetachCpu
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        groups = match.groupdict()
+        device = (groups.get("device") or "").lower() or None
+        frame = failure.user_frame
+        if frame is None:
+            return self.decline("the tensor is converted inside a library, not in the project's code")
+        if device is not None and device.startswith("meta"):
+            return self.decline(
+                "the tensor is on the meta device: it has shapes but no data, so no .cpu() can make an array of it",
+                diagnosis="build the tensor (or the model) on a real device before reading its values",
+                at=frame,
+            )
+        problem = _Problem(grad=device is None, device=device)
+        path = Path(frame.file)
+        wrapper = sources.metadata(path)
+        module = wrapper.module
+        where = place(frame)
+        scope: Scope = evidence.scope(frame) if evidence else {}
+        call = _failing_call(wrapper, frame)
+        if isinstance(call, str):
+            return self.decline(call, at=frame)
+        node, span = call
+        if _is_method_call(node, "numpy"):
+            found = self._explicit(wrapper, scope, problem, node, span, where)
+        else:
+            found = self._implicit(wrapper, scope, problem, node, span, where, _via_array_protocol(failure, frame))
+        if isinstance(found, str):
+            return self.decline(
+                found,
+                diagnosis=(
+                    "convert each tensor where it is collected: `.item()` for a number, "
+                    "`.detach().cpu().numpy()` for an array"
+                ),
+                at=frame,
+            )
+        edits = found
+        first = edits[0]
+        summary = _summary(edits, problem, one_line(module, node), where)
+        return Site(
+            pattern=self.ID,
+            file=str(path),
+            span=first.span,
+            params={"plans": {str(e.span): e.plan() for e in edits}},
+            summary=summary,
+            applicability=self.APPLICABILITY,
+            evidence={
+                "problem": "requires-grad" if problem.grad else "device",
+                "device": problem.device,
+                "call": one_line(module, node),
+                "at": where,
+                "conversion": "explicit" if first.mode == "explicit" else "implicit",
+                "edits": [
+                    {"tensor": e.code, "added": e.added, "traced": dict(e.traced) if e.traced else None}
+                    for e in edits
+                ],
+            },
+            evidence_text=_evidence_text(edits, problem, where),
+            extra_spans=tuple(e.span for e in edits[1:]),
+        )
+
+    # an explicit .numpy() ----------------------------------------------------------------
+    def _explicit(
+        self, wrapper: MetadataWrapper, scope: Scope, problem: _Problem, call: cst.Call, span: Span, where: str
+    ) -> list[_Edit] | str:
+        module = wrapper.module
+        first = _plan_numpy_call(module, scope, problem, call, span, failing=True)
+        if first is None:
+            return (
+                f"`{one_line(module, call)}` at {where} already has the .detach() and .cpu() this failure asks for: "
+                "the source changed since the traced run"
+            )
+        edits = [first]
+        for sibling, sibling_span in _sibling_numpy_calls(wrapper, call):
+            planned = _plan_numpy_call(module, scope, problem, sibling, sibling_span, failing=False)
+            if planned is not None:
+                edits.append(planned)
+        return edits
+
+    # an implicit conversion (np.array(t), plt.plot(t)) -------------------------------------
+    def _implicit(
+        self, wrapper: MetadataWrapper, scope: Scope, problem: _Problem, call: cst.Call, span: Span,
+        where: str, array_protocol: bool,
+    ) -> list[_Edit] | str:
+        module = wrapper.module
+        shown = one_line(module, call)
+        edits: list[_Edit] = []
+        positions = spans(wrapper)
+        for arg in call.args:
+            if arg.star:
+                continue
+            name = _tensor_root(arg.value)
+            traced = _traced_tensor(scope, name)
+            if traced is None or not problem.fails(traced):
+                continue
+            converted = _with_links(arg.value, detach=True, cpu=True)
+            if array_protocol:
+                converted = method_call(converted, "numpy")
+            edits.append(_Edit(
+                mode="implicit", span=positions[arg.value], code=one_line(module, arg.value),
+                detach=True, cpu=True, numpy=array_protocol, traced=traced,
+                before=one_line(module, arg.value), after=one_line(module, converted),
+            ))
+        if not edits:
+            what = "requires grad" if problem.grad else f"is on {problem.device}"
+            return (
+                f"no argument of `{shown}` at {where} is a tensor the trace shows that {what}: the failing tensor "
+                "is inside another object (a list of tensors, an attribute), and which one is not known"
+            )
+        return edits
+
+
+# --------------------------------------------------------------------------------------------
+# What failed and what each edit adds
+
+
+@dataclass(frozen=True)
+class _Problem:
+    grad: bool  # "Can't call numpy() on Tensor that requires grad"
+    device: str | None  # "cuda:0" of "can't convert cuda:0 device type tensor"
+
+    def fails(self, traced: Mapping[str, Any]) -> bool:
+        """Whether a traced tensor would raise this failure's error in numpy()."""
+        if self.grad:
+            return bool(traced.get("requires_grad"))
+        return str(traced.get("device", "cpu")) != "cpu"
+
+
+@dataclass(frozen=True)
+class _Edit:
+    mode: str  # "explicit": a .numpy() call; "implicit": a tensor argument
+    span: Span
+    code: str  # the tensor expression, for the report
+    detach: bool
+    cpu: bool
+    numpy: bool = False  # implicit: also add .numpy() (the callee converts through __array__)
+    traced: Mapping[str, Any] | None = None
+    before: str = ""  # the edited expression, before and after, for the report
+    after: str = ""
+
+    @property
+    def added(self) -> str:
+        parts = [".detach()"] * self.detach + [".cpu()"] * self.cpu + [".numpy()"] * self.numpy
+        return "".join(parts)
+
+    def plan(self) -> dict[str, Any]:
+        return {"mode": self.mode, "detach": self.detach, "cpu": self.cpu, "numpy": self.numpy}
+
+
+def _plan_numpy_call(
+    module: cst.Module, scope: Scope, problem: _Problem, call: cst.Call, span: Span, failing: bool
+) -> _Edit | None:
+    """What one ``.numpy()`` call needs: the failing one by the message, a sibling by its trace."""
+    assert isinstance(call.func, cst.Attribute)
+    receiver = call.func.value
+    links = _links(receiver)
+    detached = any(link in _DETACHING or link == "data" for link in links)
+    on_host = any(link in _TO_HOST for link in links)
+    traced = _traced_tensor(scope, _tensor_root(receiver))
+    if not failing and (traced is None or not problem.fails(traced)):
+        return None
+    requires_grad = problem.grad or bool(traced and traced.get("requires_grad"))
+    needs_host = problem.device is not None or bool(traced and str(traced.get("device", "cpu")) != "cpu")
+    detach = requires_grad and not detached
+    cpu = needs_host and not on_host
+    if not detach and not cpu:
+        return None
+    fixed = call.with_changes(func=call.func.with_changes(value=_with_links(receiver, detach=detach, cpu=cpu)))
+    return _Edit(
+        mode="explicit", span=span, code=one_line(module, receiver), detach=detach, cpu=cpu, traced=traced,
+        before=one_line(module, call), after=one_line(module, fixed),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Source
+
+
+def _is_method_call(node: cst.CSTNode, method: str) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == method
+
+
+def _failing_call(wrapper: MetadataWrapper, frame: Frame) -> tuple[cst.Call, Span] | str:
+    """The call the frame was executing: exact with traced columns, else the one ``.numpy()`` of its line."""
+    where = place(frame)
+    if frame.col is not None:
+        located = call_at(wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
+        if located is None:
+            return f"no call at the traced position {where}:{frame.col}: the source changed since the run"
+        return cst.ensure_type(located.node, cst.Call), located.span
+    explicit = [c for c in calls_on_line(wrapper, frame.line) if _is_method_call(c.node, "numpy")]
+    if len(explicit) == 1:
+        return cst.ensure_type(explicit[0].node, cst.Call), explicit[0].span
+    return (
+        f"{'several' if explicit else 'no'} .numpy() calls on {where} and no traced columns to tell which "
+        "conversion failed (a traceback from Python < 3.11)"
+    )
+
+
+def _sibling_numpy_calls(wrapper: MetadataWrapper, call: cst.Call) -> list[tuple[cst.Call, Span]]:
+    """The other ``.numpy()`` calls of the failing call's statement, in source order."""
+    parents = wrapper.resolve(ParentNodeProvider)
+    statement: cst.CSTNode | None = parents.get(call)
+    while statement is not None and not isinstance(statement, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+        statement = parents.get(statement)
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return []
+    positions = spans(wrapper)
+    found = [
+        (node, positions[node]) for node in _descendants(statement)
+        if node is not call and isinstance(node, cst.Call) and _is_method_call(node, "numpy")
+    ]
+    return sorted(found, key=lambda item: (item[1].line, item[1].col))
+
+
+def _descendants(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+    for child in node.children:
+        if isinstance(child, cst.Lambda):
+            continue  # runs later, maybe never
+        found.append(child)
+        found.extend(_descendants(child))
+    return found
+
+
+def _links(receiver: cst.BaseExpression) -> list[str]:
+    """``x.detach().cpu()`` -> ["detach", "cpu"]: the detaching and host-copying steps right
+    before ``.numpy()``, from the tensor outward (``.data`` counts as detaching)."""
+    links: list[str] = []
+    node = receiver
+    while True:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in (*_DETACHING, *_TO_HOST):
+            links.append(node.func.attr.value)
+            node = node.func.value
+        elif isinstance(node, cst.Attribute) and node.attr.value == "data":
+            links.append("data")
+            node = node.value
+        else:
+            return list(reversed(links))
+
+
+def _with_links(receiver: cst.BaseExpression, detach: bool, cpu: bool) -> cst.BaseExpression:
+    """The receiver with ``.detach()`` right after the tensor (before any ``.cpu()``) and
+    ``.cpu()`` at the end, as asked."""
+    if detach:
+        receiver = _insert_detach(receiver)
+    if cpu:
+        receiver = method_call(receiver, "cpu")
+    return receiver
+
+
+def _insert_detach(node: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _TO_HOST:
+        return node.with_changes(func=node.func.with_changes(value=_insert_detach(node.func.value)))
+    return method_call(node, "detach")
+
+
+def _tensor_root(node: cst.BaseExpression) -> str | None:
+    """The local a tensor expression reads, when what is done to it keeps the traced tensor's
+    autograd and device: ``x``, ``x[0]``, ``x.squeeze(1)``, ``x.T`` (not ``x.argmax()``, whose
+    integer result no longer requires grad)."""
+    while True:
+        if isinstance(node, cst.Subscript) or (isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT")):
+            node = node.value
+        elif (
+            isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in (*_DETACHING, *_TO_HOST, *_KEEPS_KIND)
+        ):
+            node = node.func.value
+        else:
+            return node.value if isinstance(node, cst.Name) else None
+
+
+# --------------------------------------------------------------------------------------------
+# Evidence
+
+
+def _traced_tensor(scope: Scope, name: str | None) -> Mapping[str, Any] | None:
+    if name is None:
+        return None
+    value = scope.get("locals", {}).get(name)
+    if isinstance(value, Mapping) and value.get("kind") == "tensor":
+        return {"name": name, **value}
+    return None
+
+
+def _via_array_protocol(failure: Failure, frame: Frame) -> bool:
+    """Whether the conversion went through ``Tensor.__array__`` (NumPy asked for an array), rather
+    than a library calling ``.numpy()`` itself."""
+    frames = list(failure.frames)
+    below = frames[frames.index(frame) + 1 :] if frame in frames else []
+    return not below or any(f.function == "__array__" for f in below)
+
+
+def _summary(edits: Sequence[_Edit], problem: _Problem, call: str, where: str) -> str:
+    first = edits[0]
+    requires_grad = problem.grad or any(e.detach for e in edits)
+    reasons = []
+    if problem.device is not None:
+        reasons.append(f"it is on {problem.device} and numpy() reads host memory only")
+    if requires_grad:
+        traced = "" if problem.grad else " (traced)"
+        reasons.append(f"it requires grad{traced} and numpy() refuses a tensor autograd is tracking")
+    why = "; ".join(reasons)
+    changed = f"`{first.before}` to `{first.after}`" if len(first.after) <= 70 else f"the conversion with {first.added}"
+    if first.mode == "explicit":
+        text = f"Changed {changed} at {where}: {why}"
+    else:
+        callee = call.split("(", 1)[0]
+        text = f"Changed {changed} where it is passed to {callee}(...) at {where}: {why}"
+    if len(edits) > 1:
+        others = ", ".join(f"`{e.before}`" for e in edits[1:])
+        text += f"; also {others} in the same statement, traced alike, so it does not fail next"
+    return text
+
+
+def _evidence_text(edits: Sequence[_Edit], problem: _Problem, where: str) -> str:
+    message = "Can't call numpy() on Tensor that requires grad" if problem.grad else (
+        f"can't convert {problem.device} device type tensor to numpy"
+    )
+    described = {str(e.traced["name"]): tensor_text(e.traced) for e in edits if e.traced is not None}
+    traced = "; ".join(f"`{name}` traced as {text}" for name, text in described.items())
+    return f"{message} at {where}" + (f"; {traced}" if traced else "")

@@ -1,0 +1,335 @@
+"""view-noncontiguous: ``.view()`` of a tensor whose memory layout cannot be viewed that way."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+from repairbot.codemod import ImportTable, call_at, calls_on_line, one_line, spans
+from repairbot.evidence import Evidence
+from repairbot.facts import place, shape_text
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+
+# ``.view(...)`` and its sibling ``.view_as(other)``, with the method that copies when it must.
+_RESHAPE = {"view": "reshape", "view_as": "reshape_as"}
+
+
+class ViewToReshape(SiteTransformer):
+    """Renames the method of the one ``.view``/``.view_as`` call at the site."""
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not self.at_site(original_node) or not isinstance(updated_node.func, cst.Attribute):
+            return updated_node
+        method = updated_node.func.attr.value
+        if method not in _RESHAPE:
+            return updated_node
+        self.changes += 1
+        return updated_node.with_changes(
+            func=updated_node.func.with_changes(attr=updated_node.func.attr.with_changes(value=_RESHAPE[method]))
+        )
+
+
+class ViewNoncontiguous(Pattern):
+    """Replaces the failing ``.view(...)`` with ``.reshape(...)``, which copies when the layout needs it.
+
+    What it fixes:
+        ``.view(...)`` on a tensor whose elements are not laid out in memory the way the new
+        shape needs: after ``.transpose()``, ``.permute()``, ``.t()``, a strided slice, or on
+        the output of an RNN with ``batch_first``. The classic one is a flatten in ``forward``
+        (``x.transpose(1, 2).view(b, -1)``) and the top-k accuracy helper of many training
+        scripts (``correct[:k].view(-1)``, broken since torch 1.7).
+
+    Why it fails:
+        ``view`` never copies: it reinterprets the same memory with new sizes and strides, which
+        is impossible when a new dimension would have to span two separate runs of memory.
+        ``RuntimeError: view size is not compatible with input tensor's size and stride (at
+        least one dimension spans across two contiguous subspaces). Use .reshape(...)
+        instead.`` (0.4: ``invalid argument 2: ... Call .contiguous() before .view().``).
+
+    Example:
+        ``feats = x.transpose(1, 2).view(b, -1)`` becomes ``feats = x.transpose(1, 2).reshape(b,
+        -1)``; ``correct[:k].view(-1).float().sum(0)`` becomes ``correct[:k].reshape(-1).float()
+        .sum(0)``. Only the call the traceback points at (its traced columns) is changed, never
+        another ``.view`` of the file; ``.view_as(y)`` becomes ``.reshape_as(y)``.
+
+    Fix safety:
+        Safe: ``reshape`` returns the same view whenever one exists and a copy otherwise, with
+        the same values in the same order. The one difference is aliasing: writes into a copy
+        do not reach the original tensor. A ``.view`` written through on the spot
+        (``x.t().view(-1)[0] = 1``, ``.view(-1).zero_()``, ``out=x.view(-1)``) is declined;
+        a result that is assigned to a name and later written in place in the same function
+        makes the fix unsafe, with a note.
+
+    Not handled:
+        A view taken inside a library (the failing user line calls into another package): the
+        remedy is to pass a contiguous tensor. Several ``.view`` calls on one line without
+        traced columns (a log from Python < 3.11): which one failed is unknown. Aliasing
+        through other names or other functions is not followed.
+    """
+
+    ID = "view-noncontiguous"
+    TITLE = "Tensor.view() on a non-contiguous tensor"
+    TAGS = frozenset({"shape", "memory-layout"})
+    APPLICABILITY = Applicability.SAFE
+    SIGNATURES = (
+        # 0.4's "invalid argument 2: ... Call .contiguous() before .view()" and the current
+        # "... Use .reshape(...) instead." share this sentence.
+        signature(
+            ("RuntimeError",),
+            phrase("view size is not compatible with input tensor's size and stride"),
+        ),
+    )
+    EVIDENCE = frozenset({"locals"})
+    # A dimension of size 1 has no stride constraint, so a view that fails at the forced
+    # batch of 2 may work at a script's own batch of 1: confirm before editing.
+    BATCH_INVARIANT = False
+    Transformer = ViewToReshape
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        frame = failure.user_frame
+        if frame is None:
+            return self.decline("the view is taken inside a library, not in the project's code")
+        path = Path(frame.file)
+        wrapper = sources.metadata(path)
+        module = wrapper.module
+        where = place(frame)
+        found = _failing_view(wrapper, frame)
+        if isinstance(found, str):
+            return self.decline(
+                found,
+                diagnosis=(
+                    "pass that function a contiguous tensor (`.contiguous()`), or replace the `.view` it "
+                    "calls with `.reshape`"
+                ) if found.startswith("the failing call") else None,
+                at=frame,
+            )
+        call, span = found
+        func = call.func
+        assert isinstance(func, cst.Attribute)
+        method = func.attr.value
+        parents = wrapper.resolve(ParentNodeProvider)
+        written = _written_on_the_spot(call, parents)
+        if written is not None:
+            return self.decline(
+                f"the result of `{one_line(module, call)}` at {where} is written in place ({written}): with "
+                f".{_RESHAPE[method]}() the write would go into a copy and no longer reach the original tensor",
+                diagnosis=(
+                    "make the tensor contiguous where it is created (`.contiguous()` after the transpose or "
+                    "permute) so that the view and the write both work"
+                ),
+                at=frame,
+            )
+        receiver = one_line(module, func.value)
+        scope = evidence.scope(frame) if evidence else {}
+        traced = _traced_receiver(scope, func.value)
+        later = _written_later(wrapper, parents, call)
+        notes: tuple[str, ...] = ()
+        applicability = self.APPLICABILITY
+        if later is not None:
+            name, line = later
+            applicability = Applicability.UNSAFE
+            notes = (
+                f"`{name}` is written in place at {path.name}:{line}: with .{_RESHAPE[method]}() it is a copy, so "
+                "that write no longer changes the tensor it was taken from.",
+            )
+        shown = receiver if len(receiver) <= 40 else "the tensor"
+        layout = f"; {traced}" if traced else ""
+        return Site(
+            pattern=self.ID,
+            file=str(path),
+            span=span,
+            params={"method": method},
+            summary=(
+                f"Changed .{method}(...) to .{_RESHAPE[method]}(...) on {shown} at {where}: its memory layout "
+                f"cannot be viewed with the new shape, {_RESHAPE[method]} copies it when it must"
+            ),
+            applicability=applicability,
+            evidence={
+                "call": one_line(module, call),
+                "at": where,
+                "receiver": receiver,
+                "traced_receiver": traced,
+                "message": "view size is not compatible with input tensor's size and stride",
+                "written_later": {"name": later[0], "line": later[1]} if later else None,
+            },
+            evidence_text=(
+                f"the traceback points at `{one_line(module, call)}` ({where}, traced columns) and torch "
+                f"refused the view: at least one dimension spans two contiguous subspaces{layout}"
+            ),
+            notes=notes,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The failing call
+
+
+def _is_view_call(node: cst.CSTNode) -> bool:
+    return (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _RESHAPE
+    )
+
+
+def _failing_view(wrapper: MetadataWrapper, frame: Frame) -> tuple[cst.Call, Span] | str:
+    """The ``.view`` call the frame was executing, or why there is none to change."""
+    where = place(frame)
+    if frame.col is not None:
+        located = call_at(wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
+        if located is None:
+            return f"no call at the traced position {where}:{frame.col}: the source changed since the run"
+        node, span = located.node, located.span
+        if _is_view_call(node):
+            return cst.ensure_type(node, cst.Call), span
+        shown = one_line(wrapper.module, node)
+        if isinstance(node, cst.Call) and _is_torch_class_view(wrapper, node):
+            return f"the view at {where} is called as an unbound method (`{shown}`), not on a tensor"
+        return (
+            f"the failing call `{shown}` at {where} is not a .view() method call: the view is taken inside "
+            "the function it calls"
+        )
+    views = [c for c in calls_on_line(wrapper, frame.line) if _is_view_call(c.node)]
+    if len(views) == 1:
+        return cst.ensure_type(views[0].node, cst.Call), views[0].span
+    if not views:
+        return (
+            f"the failing call at {where} is not a .view() method call: the view is taken inside the "
+            "function it calls"
+        )
+    return (
+        f"{len(views)} .view() calls on {where} and no traced columns to tell which one failed "
+        "(a traceback from Python < 3.11)"
+    )
+
+
+def _is_torch_class_view(wrapper: MetadataWrapper, call: cst.Call) -> bool:
+    """``torch.Tensor.view(x, -1)``: the method taken from the class."""
+    if not isinstance(call.func, cst.Attribute):
+        return False
+    qualified = ImportTable(wrapper.module).qualify(call.func.value)
+    return qualified == "torch.Tensor"
+
+
+# --------------------------------------------------------------------------------------------
+# Aliasing: writes through the view
+
+
+def _is_inplace_method(name: str) -> bool:
+    """``zero_``, ``add_``, ``copy_``: torch's in-place methods end with one underscore."""
+    return name.endswith("_") and not name.endswith("__") and not name.startswith("_")
+
+
+def _written_on_the_spot(call: cst.Call, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> str | None:
+    """How the view's result is written in place in the same expression, if it is."""
+    parent = parents.get(call)
+    if isinstance(parent, cst.Attribute) and parent.value is call and _is_inplace_method(parent.attr.value):
+        return f".{parent.attr.value}()"
+    if isinstance(parent, cst.Arg) and parent.keyword is not None and parent.keyword.value == "out":
+        return "out="
+    node: cst.CSTNode = call
+    while isinstance(parent, cst.Subscript) and parent.value is node:
+        holder = parents.get(parent)
+        if isinstance(holder, cst.AssignTarget | cst.AugAssign) and holder.target is parent:
+            return "an item assignment"
+        if isinstance(holder, cst.Attribute) and holder.value is parent and _is_inplace_method(holder.attr.value):
+            return f"[...].{holder.attr.value}()"
+        node, parent = parent, holder
+    return None
+
+
+def _written_later(
+    wrapper: MetadataWrapper, parents: Mapping[cst.CSTNode, cst.CSTNode], call: cst.Call
+) -> tuple[str, int] | None:
+    """``y = x.t().view(-1)`` then ``y[0] = 1`` / ``y += 1`` / ``y.add_(1)`` later in the same block."""
+    statement = _enclosing(parents, call, cst.SimpleStatementLine)
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    # only the view itself: a chain after it (``.float()``) may or may not copy
+    assigned = [
+        target.target.value
+        for small in statement.body if isinstance(small, cst.Assign) and small.value is call
+        for target in small.targets if isinstance(target.target, cst.Name)
+    ]
+    if not assigned:
+        return None
+    name = assigned[0]
+    owner = _enclosing(parents, statement, cst.FunctionDef) or wrapper.module
+    positions = spans(wrapper)
+    start = positions[statement].end_line
+    for node in _walk(owner):
+        line = positions[node].line if node in positions else 0
+        if line <= start:
+            continue
+        if _writes_name(node, name):
+            return name, line
+    return None
+
+
+def _writes_name(node: cst.CSTNode, name: str) -> bool:
+    if isinstance(node, cst.AugAssign) and _is_name(node.target, name):
+        return True  # `y += 1` on a tensor is in place
+    if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Subscript):
+        return _is_name(node.target.value, name)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return _is_name(node.func.value, name) and _is_inplace_method(node.func.attr.value)
+    return False
+
+
+def _is_name(node: cst.CSTNode, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """A node's descendants, not entering nested functions or classes."""
+    for child in node.children:
+        if isinstance(child, cst.FunctionDef | cst.ClassDef):
+            continue
+        yield child
+        yield from _walk(child)
+
+
+def _enclosing(
+    parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, kind: type[cst.CSTNode]
+) -> cst.CSTNode | None:
+    current = parents.get(node)
+    while current is not None and not isinstance(current, kind):
+        current = parents.get(current)
+    return current
+
+
+# --------------------------------------------------------------------------------------------
+# Evidence
+
+
+def _traced_receiver(scope: Mapping[str, Mapping[str, object]], receiver: cst.BaseExpression) -> str | None:
+    """``x`` traced as [2, 20, 8] float32: the tensor the view starts from, when its root is a local."""
+    root = _root_name(receiver)
+    if root is None:
+        return None
+    value = scope.get("locals", {}).get(root)
+    if not isinstance(value, Mapping) or value.get("kind") != "tensor":
+        return None
+    shape = value.get("shape")
+    sizes = shape_text([int(s) for s in shape]) if isinstance(shape, Sequence) else "[?]"
+    return f"`{root}` traced as {sizes} {value.get('dtype', '')}".rstrip()
+
+
+def _root_name(node: cst.BaseExpression) -> str | None:
+    """``x`` of ``x.transpose(1, 2)``, ``hit[:k]``, ``self.out``... (None for ``self``)."""
+    while True:
+        if isinstance(node, cst.Name):
+            return node.value if node.value != "self" else None
+        if isinstance(node, cst.Attribute | cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            node = node.func.value
+        else:
+            return None

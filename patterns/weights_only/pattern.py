@@ -1,0 +1,534 @@
+"""weights-only: a checkpoint holding plain Python or NumPy objects, refused by ``torch.load``'s
+``weights_only=True`` default (torch >= 2.6)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeGuard
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, ParentNodeProvider
+
+from repairbot.codemod import (
+    ImportTable,
+    dotted_name,
+    is_torch_name,
+    one_line,
+    spans,
+    string_literal,
+)
+from repairbot.evidence import Evidence
+from repairbot.facts import place
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+
+# Globals that only rebuild plain data (no code runs but their own constructors): the
+# argparse options a training script saves with its weights, NumPy scalars and arrays (the
+# reconstruction functions and dtype classes pickling them names), collections and builtins.
+PLAIN_DATA = frozenset({
+    "argparse.Namespace",
+    "collections.OrderedDict", "collections.defaultdict", "collections.Counter", "collections.deque",
+    "builtins.set", "builtins.frozenset", "builtins.list", "builtins.dict", "builtins.tuple",
+    "builtins.int", "builtins.float", "builtins.complex", "builtins.bool", "builtins.str",
+    "builtins.bytes", "builtins.bytearray", "builtins.slice", "builtins.range",
+    "numpy.dtype", "numpy.ndarray",
+    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
+    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
+})
+# numpy.dtypes.Float64DType, Int64DType, ...: the dtype classes NumPy >= 1.25 pickles
+_NUMPY_DTYPE_CLASS = re.compile(r"numpy\.dtypes\.\w+DType")
+# The loaders whose weights_only default changed; a call of another function reaches one.
+_LOADERS = ("torch.load", "torch.serialization.load")
+_SAFE_GLOBALS = ("torch.serialization.safe_globals",)
+# How the evidence rerun's probe is asked for, and where its record is read.
+_PROBE = "unsafe-globals"
+_NUMPY_ALIAS = "np"
+# A ``with`` line longer than black's default gets the allowlist one global per line.
+_LINE_LENGTH = 88
+
+
+def is_plain_data(name: str) -> bool:
+    return name in PLAIN_DATA or bool(_NUMPY_DTYPE_CLASS.fullmatch(name))
+
+
+class AllowlistGlobals(SiteTransformer):
+    """Wraps the statement at the site in ``with torch.serialization.safe_globals([...]):``, or
+    extends the list of such a block already there; inserts the missing imports before the
+    statement at the extra span."""
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        result: list[cst.BaseStatement] = []
+        statement: cst.BaseStatement = updated_node
+        if self.at_extra_site(original_node):
+            statement, imports = self._with_imports(updated_node)
+            result.extend(imports)
+        if self.site.params["action"] == "wrap" and self.at_site(original_node):
+            statement = self._wrapped(cst.ensure_type(statement, cst.SimpleStatementLine))
+            self.changes += 1
+        if not result:
+            return statement
+        return cst.FlattenSentinel([*result, statement])
+
+    def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.BaseExpression:
+        if self.site.params["action"] != "extend" or not self.at_site(original_node):
+            return updated_node
+        self.changes += 1
+        return _extended(updated_node, [cst.parse_expression(code) for code in self.site.params["elements"]])
+
+    def _wrapped(self, statement: cst.SimpleStatementLine) -> cst.With:
+        items = cst.parse_expression(str(self.site.params["context"]))
+        return cst.With(
+            items=[cst.WithItem(items)],
+            body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
+            leading_lines=statement.leading_lines,
+        )
+
+    def _with_imports(
+        self, statement: cst.SimpleStatementLine
+    ) -> tuple[cst.SimpleStatementLine, list[cst.BaseStatement]]:
+        """The anchor without its leading blank lines and comments, and the new imports that take them."""
+        self.changes += 1
+        imports: list[cst.BaseStatement] = [cst.parse_statement(code + "\n") for code in self.site.params["imports"]]
+        imports[0] = imports[0].with_changes(leading_lines=statement.leading_lines)
+        return statement.with_changes(leading_lines=[]), imports
+
+
+class WeightsOnly(Pattern):
+    """Allowlists a checkpoint's plain-data globals around the ``torch.load`` that refuses them.
+
+    What it fixes:
+        A checkpoint saved with more than tensors, ``torch.save({"args": args, "state":
+        model.state_dict(), "best_acc": np.float64(...)}, path)``, loaded back with a plain
+        ``torch.load(path)`` on torch 2.6 or later: the usual resume-from-checkpoint code.
+
+    Why it fails:
+        Since 2.6 ``torch.load`` defaults to ``weights_only=True``: it unpickles tensors and a
+        small set of known types only, because unpickling anything else can run arbitrary code.
+        ``_pickle.UnpicklingError: Weights only load failed. ... WeightsUnpickler error:
+        Unsupported global: GLOBAL argparse.Namespace was not an allowed global by default.``
+        (NumPy values: ``numpy._core.multiarray.scalar``, then ``Can only build Tensor ... but
+        got <class 'numpy.dtypes.Float64DType'>``). Each failure names one global only; the
+        evidence rerun lists them all with ``torch.serialization.get_unsafe_globals_in_checkpoint``
+        (the ``unsafe-globals`` probe) and checks that the file loads with them allowlisted.
+
+    Example:
+        ``ckpt = torch.load(args.resume)`` becomes ``with
+        torch.serialization.safe_globals([argparse.Namespace]):`` and the same statement,
+        indented, inside it; the names follow the file's imports (``np.dtypes.Float64DType``
+        for ``import numpy as np``) and a missing import (``import argparse``, ``import
+        numpy as np``) is added before the first import. A global saved under an older module
+        path is given as a pair, ``(np._core.multiarray.scalar, "numpy.core.multiarray.scalar")``.
+        A load already inside such a ``with`` gets the missing names added to its list.
+
+    Fix safety:
+        Safe. Only plain data types are ever allowlisted (``argparse.Namespace``, NumPy
+        scalars, arrays and dtypes, ``collections`` containers, builtins such as ``set``), and
+        only for the one statement; ``weights_only=True`` stays in force for everything else.
+        ``weights_only=False`` is never written: it would also load the file, and run any code
+        it holds; that choice is the user's, for files they trust.
+
+    Not handled:
+        A checkpoint whose globals include anything else (a class of the project, a function,
+        ``functools.partial``, an OmegaConf config): declined with the list of globals and the
+        two remedies (allowlist them with ``safe_globals`` if the file is trusted, or resave the
+        checkpoint with plain types). A run without the ``unsafe-globals`` evidence (the list
+        of globals is unknown). A load in the header of a compound statement (``for k, v in
+        torch.load(p).items():``).
+    """
+
+    ID = "weights-only"
+    TITLE = "torch.load refuses a checkpoint's plain-data objects (weights_only=True)"
+    TAGS = frozenset({"checkpoint", "serialization"})
+    APPLICABILITY = Applicability.SAFE
+    SIGNATURES = (
+        signature(
+            ("UnpicklingError",),
+            phrase("Weights only load failed.") + r".*?" + phrase("Unsupported global:") + r"\s*GLOBAL\s+(?P<global>[\w.]+)",
+        ),
+        signature(
+            ("UnpicklingError",),
+            phrase("Weights only load failed.") + r".*?" + phrase("but got") + r"\s*<class\s+'(?P<build>[\w.]+)'>",
+        ),
+        signature(("UnpicklingError",), phrase("Weights only load failed")),
+    )
+    EVIDENCE = frozenset({"locals", _PROBE})
+    RERUN_PROBES = frozenset({_PROBE})
+    BATCH_INVARIANT = True
+    MAX_CHANGED_LINES = 4
+    Transformer = AllowlistGlobals
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        named = match.groupdict().get("global") or match.groupdict().get("build")
+        frame = failure.user_frame
+        record = _probe_record(evidence)
+        if record is None:
+            return self.decline(
+                "the checkpoint's full list of unsafe globals was not collected (the unsafe-globals rerun did "
+                f"not run){f'; the message names only {named}' if named else ''}",
+                diagnosis=_remedy([named] if named else []),
+                at=frame,
+            )
+        checkpoint = str(record.get("path") or "the checkpoint")
+        if record.get("error"):
+            return self.decline(
+                f"the globals of {checkpoint} could not be listed: {record['error']}",
+                diagnosis=_remedy([named] if named else []),
+                at=frame,
+            )
+        needed = _globals(record)
+        if not needed:
+            return self.decline(
+                f"get_unsafe_globals_in_checkpoint lists no global for {checkpoint}: the load fails for another "
+                "reason than an allowlist can fix"
+            )
+        refused = [entry.name for entry in needed if not is_plain_data(entry.name)]
+        if refused:
+            return self.decline(
+                f"{checkpoint} needs globals that are not plain data: {', '.join(refused)}; allowlisting them "
+                "would let the file run their code",
+                diagnosis=_remedy([entry.name for entry in needed]),
+                at=frame,
+            )
+        if record.get("loads") is False:
+            return self.decline(
+                f"{checkpoint} still did not load in the evidence rerun with {', '.join(e.name for e in needed)} "
+                "allowlisted",
+                diagnosis=_remedy([entry.name for entry in needed]),
+                at=frame,
+            )
+        if frame is None:
+            return self.decline(
+                "the checkpoint is loaded inside a library, with no line of the project's code on the way",
+                diagnosis=_remedy([entry.name for entry in needed]),
+            )
+        path = Path(frame.file)
+        wrapper = sources.metadata(path)
+        found = _statement_of(wrapper, frame)
+        if isinstance(found, str):
+            return self.decline(found, diagnosis=_remedy([entry.name for entry in needed]), at=frame)
+        return self._site(wrapper, path, frame, found, needed, checkpoint, record)
+
+    def _site(
+        self, wrapper: MetadataWrapper, path: Path, frame: Frame, statement: cst.SimpleStatementLine,
+        needed: Sequence[_Global], checkpoint: str, record: Mapping[str, Any],
+    ) -> Site | Decline:
+        module = wrapper.module
+        positions = spans(wrapper)
+        where = place(frame)
+        visible = _visible_imports(wrapper, statement)
+        torch_name = _local_name_of(visible, "torch")
+        if torch_name is None:
+            return self.decline(
+                f"{path.name} has no `import torch` to write torch.serialization.safe_globals with",
+                diagnosis=_remedy([entry.name for entry in needed]), at=frame,
+            )
+        spelled = _spell(module, visible, needed)
+        existing = _enclosing_safe_globals(wrapper, statement, visible)
+        loader = _loader_text(wrapper, frame)
+        names = ", ".join(entry.name for entry in needed)
+        evidence = {
+            "checkpoint": checkpoint,
+            "globals": [entry.name for entry in needed],
+            "resolved": {e.name: e.resolved for e in needed if e.resolved and e.resolved != e.name},
+            "probe_loaded": record.get("loads"),
+            "load": where,
+            "loader": loader,
+        }
+        scanned = ", ".join(e.name for e in needed if not e.build) or "nothing"
+        built = ", ".join(e.name for e in needed if e.build)
+        evidence_text = (
+            f"get_unsafe_globals_in_checkpoint({Path(checkpoint).name}) lists {scanned}"
+            + (f"; loading then also asked for {built}" if built else "")
+            + "; all are plain data types"
+            + ("; the evidence rerun loaded the file with them allowlisted" if record.get("loads") else "")
+        )
+        notes = (
+            "weights_only=False would load the file as well, but lets it run arbitrary code: use it only for "
+            "files you trust; it was not written.",
+        )
+        if existing is not None:
+            listed, list_span = existing
+            missing = [s for s in spelled.elements if s not in listed]
+            if not missing:
+                return self.decline(
+                    f"the load at {where} is already inside safe_globals([...]) with every global the checkpoint "
+                    "needs: the source changed since the traced run"
+                )
+            return Site(
+                pattern=self.ID, file=str(path), span=list_span,
+                params={"action": "extend", "elements": missing, "imports": spelled.imports},
+                summary=(
+                    f"Added {', '.join(missing)} to the safe_globals([...]) list around {loader} at {where}: "
+                    f"{checkpoint} also holds {names}"
+                ),
+                applicability=self.APPLICABILITY, evidence=evidence, evidence_text=evidence_text, notes=notes,
+                extra_spans=self._import_anchor(wrapper, spelled),
+            )
+        anchors = self._import_anchor(wrapper, spelled)
+        if spelled.imports and not anchors:
+            return self.decline(
+                f"{path.name} has no import statement at module level to add {'; '.join(spelled.imports)} next to",
+                diagnosis=_remedy([entry.name for entry in needed]), at=frame,
+            )
+        context = _context(module, torch_name, spelled.elements, _indent_of(module, positions[statement].line))
+        statement_text = one_line(module, statement)
+        shown = f"`{statement_text}`" if len(statement_text) <= 60 else f"the statement at {where}"
+        added = f"; added `{'`, `'.join(spelled.imports)}`" if spelled.imports else ""
+        shown_context = f"{torch_name}.serialization.safe_globals([{', '.join(spelled.elements)}])"
+        return Site(
+            pattern=self.ID, file=str(path), span=positions[statement],
+            params={"action": "wrap", "context": context, "imports": spelled.imports},
+            summary=(
+                f"Wrapped {shown} in `with {shown_context}:` so that weights_only=True (torch >= 2.6) loads "
+                f"{Path(checkpoint).name}, which holds {names}{added}"
+            ),
+            applicability=self.APPLICABILITY, evidence=evidence, evidence_text=evidence_text, notes=notes,
+            extra_spans=anchors,
+        )
+
+    def _import_anchor(self, wrapper: MetadataWrapper, spelled: _Spelling) -> tuple[Span, ...]:
+        """The statement the missing imports go before: the module's first import (after
+        ``from __future__``)."""
+        if not spelled.imports:
+            return ()
+        positions = spans(wrapper)
+        for statement in wrapper.module.body:
+            if isinstance(statement, cst.SimpleStatementLine) and statement.body and all(
+                isinstance(s, cst.Import | cst.ImportFrom) for s in statement.body
+            ):
+                first = statement.body[0]
+                if isinstance(first, cst.ImportFrom) and dotted_name(first.module or cst.Name("")) == "__future__":
+                    continue
+                return (positions[statement],)
+        return ()
+
+
+# --------------------------------------------------------------------------------------------
+# The probe's record
+
+
+@dataclass(frozen=True)
+class _Global:
+    name: str  # as the checkpoint names it
+    resolved: str | None  # the object's own module.qualname in the run, when the probe resolved it
+    build: bool = False  # asked for while loading (a NumPy dtype class), not listed by the scan
+
+
+def _probe_record(evidence: Evidence | None) -> Mapping[str, Any] | None:
+    """The last record of the unsafe-globals probe: one per failed ``torch.load``."""
+    records = getattr(evidence, "unsafe_globals", None) if evidence is not None else None
+    if not records:
+        return None
+    last = records[-1]
+    return last if isinstance(last, Mapping) else None
+
+
+def _globals(record: Mapping[str, Any]) -> list[_Global]:
+    found: list[_Global] = []
+    for build, key in ((False, "globals"), (True, "build_types")):
+        for entry in record.get(key) or ():
+            if isinstance(entry, str):
+                found.append(_Global(entry, None, build))
+            elif isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+                resolved = entry.get("resolved")
+                found.append(_Global(entry["name"], resolved if isinstance(resolved, str) else None, build))
+    unique: dict[str, _Global] = {}
+    for entry in found:
+        unique.setdefault(entry.name, entry)
+    return list(unique.values())
+
+
+def _context(module: cst.Module, torch_name: str, elements: Sequence[str], indent: str) -> str:
+    """``torch.serialization.safe_globals([...])``: on the ``with`` line when it fits in
+    ``_LINE_LENGTH`` after ``indent``, else one global per line (black's layout). The lines
+    inside the brackets are indented relative to the block: LibCST adds the block's own."""
+    head = f"{torch_name}.serialization.safe_globals("
+    flat = f"{head}[{', '.join(elements)}])"
+    if len(indent) + len("with ") + len(flat) + 1 <= _LINE_LENGTH:
+        return flat
+    listed = "".join(f"{module.default_indent}{element},{module.default_newline}" for element in elements)
+    return f"{head}[{module.default_newline}{listed}])"
+
+
+def _indent_of(module: cst.Module, line: int) -> str:
+    text = module.code.splitlines()[line - 1]
+    return text[: len(text) - len(text.lstrip())]
+
+
+def _remedy(names: Sequence[str]) -> str:
+    listed = ", ".join(names) if names else "the globals the message names"
+    return (
+        f"if you trust the file, allowlist {listed} around the load: `with torch.serialization.safe_globals([...]):` "
+        "(or torch.serialization.add_safe_globals once); otherwise resave the checkpoint with plain types "
+        "(vars(args) instead of an argparse.Namespace, float() instead of NumPy scalars). weights_only=False also "
+        "loads it, but runs any code the file holds"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Source
+
+
+def _statement_of(wrapper: MetadataWrapper, frame: Frame) -> cst.SimpleStatementLine | str:
+    """The simple statement the frame was executing."""
+    positions = spans(wrapper)
+    parents = wrapper.resolve(ParentNodeProvider)
+    where = place(frame)
+    lines = [
+        (node, span) for node, span in positions.items()
+        if isinstance(node, cst.SimpleStatementLine) and span.line <= frame.line <= span.end_line
+    ]
+    if not lines:
+        kind = next(
+            (type(node).__name__ for node, span in sorted(positions.items(), key=lambda item: -item[1].line)
+             if isinstance(node, cst.BaseCompoundStatement) and span.line == frame.line),
+            "compound",
+        )
+        return (
+            f"the load at {where} is in the header of a {kind.lower()} statement: wrapping it would put the "
+            "whole block under the allowlist"
+        )
+    statement = min(lines, key=lambda item: item[1].end_line - item[1].line)[0]
+    for node in m.findall(statement, m.Lambda()):
+        if frame.col is not None and _inside(positions.get(node), frame):
+            return f"the load at {where} is inside a lambda, which runs later than its statement"
+    parent = parents.get(statement)
+    if parent is not None and not isinstance(parent, cst.IndentedBlock | cst.Module):
+        return f"the statement at {where} shares its line with a compound statement's header"
+    return cst.ensure_type(statement, cst.SimpleStatementLine)
+
+
+def _inside(span: Span | None, frame: Frame) -> bool:
+    if span is None or frame.col is None:
+        return False
+    return (span.line, span.col) <= (frame.line, frame.col) and (frame.end_line or frame.line, frame.end_col or 0) <= (span.end_line, span.end_col)
+
+
+def _loader_text(wrapper: MetadataWrapper, frame: Frame) -> str:
+    """``torch.load(args.resume)`` when the frame calls it, else the call that leads there."""
+    imports = ImportTable(wrapper.module)
+    for node, span in spans(wrapper).items():
+        if not isinstance(node, cst.Call) or frame.col is None:
+            continue
+        if (span.line, span.col, span.end_line, span.end_col) == (frame.line, frame.col, frame.end_line, frame.end_col):
+            text = one_line(wrapper.module, node)
+            if is_torch_name(imports.qualify(node.func), *_LOADERS):
+                return text
+            return f"{text} (which calls torch.load)"
+    return "torch.load"
+
+
+def _visible_imports(wrapper: MetadataWrapper, statement: cst.CSTNode) -> ImportTable:
+    """Imports bound at module level, plus those of the functions around the statement."""
+    parents = wrapper.resolve(ParentNodeProvider)
+    body = [s for s in wrapper.module.body if _is_import_line(s)]
+    node: cst.CSTNode | None = parents.get(statement)
+    while node is not None:
+        if isinstance(node, cst.FunctionDef) and isinstance(node.body, cst.IndentedBlock):
+            body.extend(s for s in node.body.body if _is_import_line(s))
+        node = parents.get(node)
+    return ImportTable(cst.Module(body=body))
+
+
+def _is_import_line(statement: cst.CSTNode) -> TypeGuard[cst.SimpleStatementLine]:
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(s, cst.Import | cst.ImportFrom) for s in statement.body
+    )
+
+
+def _local_name_of(imports: ImportTable, full: str) -> str | None:
+    """The local name bound to module or object ``full`` (``np`` for numpy), if any."""
+    names = [local for local, target in imports.aliases.items() if target == full]
+    return sorted(names, key=len)[0] if names else None
+
+
+@dataclass(frozen=True)
+class _Spelling:
+    elements: list[str]  # one code expression per global, in the file's names
+    imports: list[str]  # import statements to add
+
+
+def _spell(module: cst.Module, imports: ImportTable, needed: Sequence[_Global]) -> _Spelling:
+    """Each global as code that names it in this file, and the imports that makes work."""
+    elements: list[str] = []
+    added: list[str] = []
+    added_aliases: dict[str, str] = {}
+    for entry in needed:
+        target = entry.resolved or entry.name
+        code = _expression_for(imports, target, added_aliases)
+        if code is None:
+            top = target.split(".")[0]
+            alias = _NUMPY_ALIAS if top == "numpy" and _NUMPY_ALIAS not in imports.aliases else top
+            added.append(f"import {top} as {alias}" if alias != top else f"import {top}")
+            added_aliases[top] = alias
+            code = alias + target[len(top):]
+        if entry.resolved and entry.resolved != entry.name:
+            # saved under an older module path: safe_globals matches the checkpoint's name
+            code = f"({code}, {string_literal(module, entry.name)})"
+        elements.append(code)
+    return _Spelling(elements, added)
+
+
+def _expression_for(imports: ImportTable, target: str, added: Mapping[str, str]) -> str | None:
+    """``np.dtypes.Float64DType`` for numpy.dtypes.Float64DType under ``import numpy as np``."""
+    module, _, attr = target.rpartition(".")
+    if module == "builtins":
+        return attr
+    exact = _local_name_of(imports, target)
+    if exact is not None:
+        return exact
+    parts = target.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:cut])
+        local = _local_name_of(imports, prefix) or added.get(prefix)
+        if local is not None:
+            return ".".join([local, *parts[cut:]])
+    return None
+
+
+def _enclosing_safe_globals(
+    wrapper: MetadataWrapper, statement: cst.CSTNode, imports: ImportTable
+) -> tuple[list[str], Span] | None:
+    """The list literal of a ``with torch.serialization.safe_globals([...]):`` around the statement,
+    with the code of its elements."""
+    parents = wrapper.resolve(ParentNodeProvider)
+    positions = spans(wrapper)
+    node: cst.CSTNode | None = parents.get(statement)
+    while node is not None and not isinstance(node, cst.FunctionDef):
+        if isinstance(node, cst.With):
+            for item in node.items:
+                call = item.item
+                if (
+                    isinstance(call, cst.Call) and is_torch_name(imports.qualify(call.func), *_SAFE_GLOBALS)
+                    and call.args and isinstance(call.args[0].value, cst.List)
+                ):
+                    listed = call.args[0].value
+                    codes = [" ".join(wrapper.module.code_for_node(e.value).split()) for e in listed.elements]
+                    return codes, positions[listed]
+        node = parents.get(node)
+    return None
+
+
+def _extended(listed: cst.List, new: Sequence[cst.BaseExpression]) -> cst.List:
+    """The list with ``new`` appended in its own layout (a trailing comma stays trailing)."""
+    elements = list(listed.elements)
+    if not elements:
+        return listed.with_changes(elements=[cst.Element(value) for value in new])
+    last = elements[-1]
+    separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    trailing = last.comma if isinstance(last.comma, cst.Comma) else None
+    if trailing is not None and len(elements) >= 2 and isinstance(elements[-2].comma, cst.Comma):
+        separator = elements[-2].comma
+    elements[-1] = last.with_changes(comma=separator)
+    added = [cst.Element(value, comma=separator) for value in new]
+    added[-1] = added[-1].with_changes(comma=trailing if trailing is not None else cst.MaybeSentinel.DEFAULT)
+    return listed.with_changes(elements=[*elements, *added])
