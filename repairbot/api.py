@@ -17,12 +17,13 @@ from pathlib import Path
 
 from repairbot import registry
 from repairbot.classify import Classification, classify_log
+from repairbot.lint import LintOptions, LintReport, run_lint
 from repairbot.loop import LoopOptions, LoopResult, RepairLoop
 from repairbot.output import git
 from repairbot.output.diff import unified_diff
 from repairbot.output.report import render_text
 from repairbot.pattern import Pattern
-from repairbot.sources import Sources, check_syntax, write_atomic
+from repairbot.sources import Sources, check_syntax, write_all_atomic
 from repairbot.trace.runner import Limits, Runner, RunResult, SubprocessRunner, WarmRunner
 from repairbot.types import BadInput, Failure, Frame, RepairReport, RunLimits, Status, StopReason
 
@@ -262,8 +263,8 @@ def _deliver(
                 f"{_relative(delivery.root, path)} changed on disk during the repair; nothing was written"
             )
     if options.no_branch:
-        for path, data in result.verified.items():
-            write_atomic(path, data)
+        # all files or none: a read-only one is refused before anything is written
+        write_all_atomic(result.verified)
         return report
     assert delivery.repo is not None
     stem = options.script.stem
@@ -291,3 +292,8 @@ def error_report(script: str, message: str, duration: float = 0.0) -> RepairRepo
 def classify(text: str, patterns: tuple[Pattern, ...] | None = None) -> Classification:
     """``repairbot classify``: the failure a log reports and the patterns that recognise it."""
     return classify_log(text, patterns or registry.all_patterns())
+
+
+def lint(options: LintOptions) -> LintReport:
+    """``repairbot lint``: the lint rules' findings over files and folders, fixed on request."""
+    return run_lint(options)

@@ -23,6 +23,8 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from repairbot import __version__, api, registry
+from repairbot.lint import LintOptions
+from repairbot.lint.formats import FORMATS, render, summary
 from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text
 from repairbot.output.sarif import render_sarif
@@ -341,3 +343,26 @@ def patterns(as_json: bool) -> None:
     for item in catalogue:
         kind = item["applicability"] if item["fixes"] else "diagnose"
         click.echo(f"{item['id']:<{width}}  {kind:<8}  {item['title']}")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="PATH...")
+@click.option("--fix", is_flag=True, help="Apply the safe fixes.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff: the unsafe fixes too.")
+@click.option("--diff", is_flag=True, help="Print the diff --fix would apply; write nothing.")
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True, help="How to print the findings.")
+@click.option("--select", multiple=True, metavar="ID", help="Only these rules (repeatable).")
+@click.option("--ignore", multiple=True, metavar="ID", help="Never these rules (repeatable).")
+@click.option("-j", "--jobs", type=int, metavar="N", help="Worker processes (default: every core).")
+@common_options
+def lint(paths: tuple[Path, ...], output_format: str, **options: Any) -> None:
+    """Find the PyTorch bugs that never crash, in files and folders (fixed with --fix)."""
+    ctx = click.get_current_context()
+    if options["diff"] and output_format != "text":
+        raise BadInput(f"--diff prints a diff; it does not combine with --format {output_format}")
+    report = api.lint(LintOptions(paths=paths, edits=output_format == "sarif", **options))
+    click.echo(report.diff if options["diff"] else render(report, output_format, Path.cwd(), bool(ctx.color)), nl=False)
+    if not ctx.meta["quiet"] or report.errors:
+        to_stderr = options["diff"] or output_format != "text"
+        click.echo(summary(report, verbose=ctx.meta["verbose"]), err=to_stderr, nl=False)
+    ctx.exit(report.exit_code)

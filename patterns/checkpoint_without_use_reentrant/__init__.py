@@ -1,0 +1,1 @@
+"""Lint rule checkpoint-without-use-reentrant."""

@@ -1,0 +1,1 @@
+"""Lint rule deprecated-torch-api."""

@@ -1,0 +1,1 @@
+"""Lint rule eval-without-no-grad."""

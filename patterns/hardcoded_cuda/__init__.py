@@ -1,0 +1,1 @@
+"""Lint rule hardcoded-cuda."""

@@ -1,0 +1,1 @@
+"""Lint rule log-one-plus."""

@@ -1,0 +1,1 @@
+"""Lint rule loss-accumulates-graph."""

@@ -1,0 +1,1 @@
+"""Lint rule missing-train-eval-mode."""

@@ -1,0 +1,267 @@
+"""missing-zero-grad: an optimizer loop whose gradients are never reset."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from repairbot.codemod import dotted_name, method_call
+from repairbot.lint.analysis import (
+    LOOPS,
+    calls_within,
+    innermost,
+    is_method_call,
+    method_name,
+    receiver,
+    within,
+)
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.types import Applicability
+
+
+def optimizer_like(name: str, optimizers: set[str]) -> bool:
+    """An optimizer by its binding (``opt = torch.optim.SGD(...)``) or by its name."""
+    if name in optimizers:
+        return True
+    last = name.rsplit(".", 1)[-1].lower()
+    if "sched" in last:
+        return False
+    return "optim" in last or last == "opt" or last.startswith("opt_") or last.endswith("_opt")
+
+
+def resets_gradients(node: cst.CSTNode) -> bool:
+    """``x.zero_grad()`` (any receiver, ``set_to_none`` or not), a helper named like it,
+    ``p.grad = None`` or ``p.grad.zero_()``."""
+    if isinstance(node, cst.Call):
+        name = method_name(node) or (node.func.value if isinstance(node.func, cst.Name) else "")
+        if "zero_grad" in name:
+            return True
+        if name == "zero_" and "grad" in (dotted_name(receiver(node) or cst.Name("_")) or ""):
+            return True
+    if isinstance(node, cst.Assign):
+        return any(
+            isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad" for t in node.targets
+        ) and isinstance(node.value, cst.Name) and node.value.value == "None"
+    return False
+
+
+class MissingZeroGrad(LintRule):
+    """Finds a training loop that calls ``backward()`` and ``step()`` but never resets the gradients.
+
+    What it finds:
+        A loop whose body (at any depth, nested functions aside) calls ``loss.backward()`` and
+        ``optimizer.step()`` (or ``scaler.step(optimizer)``) with no ``zero_grad()`` call (on
+        the optimizer or the model, ``set_to_none`` or not), no ``p.grad = None`` and no
+        ``p.grad.zero_()`` anywhere in that loop. The optimizer is recognised by its
+        construction (``torch.optim.*``) or by its name (``opt``, ``optimizer``...).
+
+    Why it matters:
+        ``backward()`` adds to ``.grad``; it never overwrites it. Without a reset, each step
+        applies the sum of the gradients of every batch so far: the loss goes down for a
+        while, then diverges, and nothing crashes.
+
+    Fix safety:
+        The fix inserts ``optimizer.zero_grad()`` as the first statement of the loop body. Safe
+        when ``step()`` runs on every iteration; unsafe when it runs under a condition (a step
+        every k batches is gradient accumulation, which needs the reset after the step
+        instead). A loop written on one line is reported without a fix.
+
+    Not handled:
+        Gradients reset in a helper function whose name does not contain ``zero_grad``; a
+        reset before the loop (it still accumulates across iterations, so it is reported);
+        optimizers hidden behind other names (``self.opt_g``... are recognised by name only).
+    """
+
+    ID = "missing-zero-grad"
+    TITLE = "A training loop that never resets the gradients it accumulates"
+    MESSAGE = "gradients are never reset in this loop"
+    APPLICABILITY = Applicability.SAFE
+    REQUIRES = (b"backward(", b".step(")
+
+    VALID = (
+        Valid("""
+            import torch
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+        """),
+        Valid("""
+            import torch
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+        """),
+        Valid("""
+            import torch
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / accumulation
+                loss.backward()
+                if (step + 1) % accumulation == 0:
+                    optimizer.step()
+                    model.zero_grad()
+        """),
+        Valid("""
+            import torch
+            for epoch in range(10):
+                for x, y in loader:
+                    for p in model.parameters():
+                        p.grad = None
+                    criterion(model(x), y).backward()
+                    opt.step()
+                scheduler.step()
+        """),
+        Valid("""
+            import torch
+            for x, y in loader:
+                scaler.scale(criterion(model(x), y)).backward()
+                scheduler.step()
+        """),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+            line=2, column=1, fix="safe", message="optimizer.zero_grad()",
+            expected_fix="""
+            import torch
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            opt = torch.optim.Adam(model.parameters())
+            for epoch in range(3):
+                opt.zero_grad()
+                for batch in loader:
+                    # forward
+                    loss = model(batch).mean()
+                    loss.backward()
+                    opt.step()
+            """,
+            line=5, column=5, fix="safe",
+            expected_fix="""
+            import torch
+            opt = torch.optim.Adam(model.parameters())
+            for epoch in range(3):
+                opt.zero_grad()
+                for batch in loader:
+                    opt.zero_grad()
+                    # forward
+                    loss = model(batch).mean()
+                    loss.backward()
+                    opt.step()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            for i, (x, y) in enumerate(loader):
+                scaler.scale(loss_fn(net(x), y)).backward()
+                if i % 4 == 3:
+                    scaler.step(self.optimizer)
+                    scaler.update()
+            """,
+            line=2, column=1, fix="unsafe",
+            expected_fix="""
+            import torch
+            for i, (x, y) in enumerate(loader):
+                self.optimizer.zero_grad()
+                scaler.scale(loss_fn(net(x), y)).backward()
+                if i % 4 == 3:
+                    scaler.step(self.optimizer)
+                    scaler.update()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            while True:
+                x = next(it); loss = model(x).sum(); loss.backward(); optim.step()
+            """,
+            line=2, column=1, fix="safe",
+            expected_fix="""
+            import torch
+            while True:
+                optim.zero_grad()
+                x = next(it); loss = model(x).sum(); loss.backward(); optim.step()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            for x in data: loss = model(x).sum(); loss.backward(); optimizer.step()
+            """,
+            line=2, column=1,
+        ),
+    )
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self.optimizers: set[str] = set()
+        # (the step call, the optimizer expression, its loop, whether it runs under a condition)
+        self.steps: list[tuple[cst.Call, cst.BaseExpression, cst.CSTNode, bool]] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.Call):
+            qualified = self.context.qualify(node.value.func) or ""
+            if qualified.startswith("torch.optim.") and qualified.rsplit(".", 1)[-1][:1].isupper():
+                self.optimizers.update(d for t in node.targets if (d := dotted_name(t.target)))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not is_method_call(node, "step"):
+            return
+        owner = receiver(node)
+        assert owner is not None
+        owner_name = dotted_name(owner) or ""
+        optimizer: cst.BaseExpression = owner
+        if "scaler" in owner_name.rsplit(".", 1)[-1].lower() and node.args:
+            optimizer = node.args[0].value  # GradScaler.step(optimizer)
+        loop = innermost(self.context.stack, LOOPS)
+        if loop is None:
+            return
+        between = self.context.stack[self.context.stack.index(loop) + 1:-1]
+        conditional = any(isinstance(n, cst.If | cst.IfExp | cst.Try | cst.Match) for n in between)
+        self.steps.append((node, optimizer, loop, conditional))
+
+    def leave_Module(self, node: cst.Module) -> None:
+        reported: set[cst.CSTNode] = set()
+        for _step, optimizer, loop, conditional in self.steps:
+            name = dotted_name(optimizer)
+            if loop in reported or name is None or not optimizer_like(name, self.optimizers):
+                continue
+            if not any(is_method_call(c, "backward") or self.context.is_torch(c.func, "torch.autograd.backward")
+                       for c in calls_within(loop)):
+                continue
+            if any(resets_gradients(n) for n in within(loop)):
+                continue
+            reported.add(loop)
+            assert isinstance(loop, cst.For | cst.While)
+            message = (
+                f"`{name}.step()` runs in this loop but nothing resets the gradients that `backward()` "
+                f"adds to: each step applies the sum of every batch so far; call `{name}.zero_grad()` "
+                "at the top of the loop"
+            )
+            if not isinstance(loop.body, cst.IndentedBlock):
+                self.report(loop, message)
+                continue
+            reset = cst.SimpleStatementLine(
+                body=[cst.Expr(method_call(cst.parse_expression(name), "zero_grad"))]
+            )
+            body = loop.body.with_changes(body=[reset, *loop.body.body])
+            self.report(
+                loop, message, replacement=body, target=loop.body,
+                applicability=Applicability.UNSAFE if conditional else Applicability.SAFE,
+            )

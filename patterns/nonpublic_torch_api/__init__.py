@@ -1,0 +1,1 @@
+"""Lint rule nonpublic-torch-api."""

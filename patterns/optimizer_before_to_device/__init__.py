@@ -1,0 +1,1 @@
+"""Lint rule optimizer-before-to-device."""

@@ -1,0 +1,1 @@
+"""Lint rule softmax-before-cross-entropy."""

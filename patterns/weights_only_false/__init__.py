@@ -1,0 +1,1 @@
+"""Lint rule weights-only-false."""

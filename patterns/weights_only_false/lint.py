@@ -1,0 +1,70 @@
+"""weights-only-false: ``torch.load(..., weights_only=False)``, which unpickles arbitrary code."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from repairbot.codemod import keyword_arg
+from repairbot.lint.analysis import is_false
+from repairbot.lint.rule import Invalid, LintRule, Valid
+
+
+class WeightsOnlyFalse(LintRule):
+    """Finds ``torch.load(..., weights_only=False)``.
+
+    What it finds:
+        A ``torch.load`` call (under any alias) that passes ``weights_only=False``.
+
+    Why it matters:
+        With ``weights_only=False`` the file is unpickled: it can hold any object, and loading
+        it runs whatever code it names. Since PyTorch 2.6 ``torch.load`` loads only tensors,
+        containers and allow-listed classes by default; turning that off for a checkpoint from
+        elsewhere (a download, a shared drive) hands it the machine. TorchFix asked for
+        ``weights_only=True`` on every call; that is now the default, so only the opt-out is
+        reported.
+
+    Fix safety:
+        Reported without a fix. The remedy, the one ``repairbot fix`` applies for the
+        ``weights-only`` failure, is to keep the default and allow-list the classes the
+        checkpoint needs: ``with torch.serialization.safe_globals([MyConfig]): torch.load(path)``.
+        Which classes those are is only known by loading the file.
+
+    Not handled:
+        ``pickle.load`` and other loaders; ``weights_only`` passed as a variable.
+    """
+
+    ID = "weights-only-false"
+    TITLE = "torch.load with weights_only=False (arbitrary code on load)"
+    MESSAGE = "weights_only=False unpickles arbitrary objects: loading runs code from the file"
+    REQUIRES = (b"weights_only",)
+
+    VALID = (
+        Valid("""
+            import torch
+            state = torch.load("model.pt", weights_only=True)
+            with torch.serialization.safe_globals([Config]):
+                full = torch.load("full.pt")
+        """),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import torch
+            checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+            """,
+            line=2, column=51, message="safe_globals",
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.context.is_torch(node.func, "torch.load"):
+            return
+        given = keyword_arg(node, "weights_only")
+        if given is None or not is_false(given.value):
+            return
+        self.report(
+            given,
+            "`weights_only=False` unpickles whatever the file holds: loading it can run arbitrary code; keep "
+            "the default and allow-list the classes the checkpoint needs with "
+            "`torch.serialization.safe_globals([...])`",
+        )

@@ -1,0 +1,336 @@
+"""Lints one file: skip it unread by the rules where it cannot hold a finding, else parse it
+once, walk it once for every rule, and resolve positions only when something was found.
+
+With fixes asked for, the loop is ruff's: apply the fixes that do not overlap, parse the result
+(a fix that breaks the file is thrown away), lint again, at most ``MAX_FIX_PASSES`` times; the
+findings left are those of the last pass.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import functools
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from repairbot.codemod import ImportTable
+from repairbot.lint.rule import FileContext, LintRule, Replacement, Report, handlers
+from repairbot.lint.walk import Handler, imports, walk
+from repairbot.sources import line_endings
+from repairbot.types import Applicability
+
+MAX_FIX_PASSES = 10
+PARSE_ERROR = "parse-error"  # the pseudo-rule of a file that cannot be read or parsed
+
+# `# repairbot: ignore` or `# repairbot: ignore[rule-id, other-id]` on a finding's first line
+_SUPPRESSION = re.compile(r"#\s*repairbot:\s*ignore(?:\[([^\]]*)\])?")
+
+
+class FixLevel(enum.IntEnum):
+    """Which fixes to apply: none, safe ones, or safe and unsafe ones."""
+
+    NONE = 0
+    SAFE = 1
+    UNSAFE = 2
+
+    def allows(self, applicability: Applicability | None) -> bool:
+        if applicability is Applicability.SAFE:
+            return self >= FixLevel.SAFE
+        return applicability is Applicability.UNSAFE and self >= FixLevel.UNSAFE
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A fix as one text replacement: 1-based lines and columns, the end exclusive."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int
+    column: int  # 1-based, in characters
+    end_line: int
+    end_column: int  # 1-based, exclusive
+    rule: str
+    message: str
+    fix: str  # safe | unsafe | none
+    edit: Edit | None = None  # the fix alone, when asked for (SARIF)
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str
+    lines: int
+    parsed: bool  # False: skipped before parsing (no rule could fire)
+    findings: tuple[Finding, ...] = ()
+    fixed: int = 0  # fixes applied
+    new_data: bytes | None = None  # the fixed file, when it changed
+    notes: tuple[str, ...] = ()  # why some fix was not applied
+    error: str | None = None  # an internal error (a rule crashed): a bug of repairbot
+
+
+_HANDLERS: dict[type[LintRule], list[tuple[str, type[cst.CSTNode], str]]] = {}
+
+
+def _handler_table(rule: type[LintRule]) -> list[tuple[str, type[cst.CSTNode], str]]:
+    if rule not in _HANDLERS:
+        _HANDLERS[rule] = handlers(rule)
+    return _HANDLERS[rule]
+
+
+@functools.lru_cache(maxsize=4096)
+def package_of(directory: Path) -> str | None:
+    """The top-level package a folder belongs to (folders with ``__init__.py`` upwards)."""
+    top = None
+    while (directory / "__init__.py").is_file():
+        top = directory.name
+        if directory.parent == directory:
+            break
+        directory = directory.parent
+    return top
+
+
+def import_table(module: cst.Module) -> ImportTable:
+    """The file's imports (nested ones too), read without walking its expressions."""
+    found = imports(module)
+    # ImportTable reads a module: hand it one made of the import statements alone
+    return ImportTable(cst.Module(body=[cst.SimpleStatementLine(body=found)] if found else []))
+
+
+def run_rules(module: cst.Module, rules: Sequence[type[LintRule]], path: Path, package: str | None) -> list[Report]:
+    """Every report of ``rules`` on a parsed module, in one walk."""
+    context = FileContext(path=path, module=module, imports=import_table(module), package=package)
+    instances = [rule(context) for rule in rules]
+    visits: dict[type[cst.CSTNode], list[Handler]] = defaultdict(list)
+    leaves: dict[type[cst.CSTNode], list[Handler]] = defaultdict(list)
+    for instance in instances:
+        for kind, node_class, name in _handler_table(type(instance)):
+            (visits if kind == "visit" else leaves)[node_class].append(getattr(instance, name))
+    walk(module, visits, leaves, context.stack)
+    return [report for instance in instances for report in instance.reports]
+
+
+def _suppressed(line_text: str, rule: str) -> bool:
+    for match in _SUPPRESSION.finditer(line_text):
+        if match.group(1) is None or rule in {part.strip() for part in match.group(1).split(",")}:
+            return True
+    return False
+
+
+class _Replace(cst.CSTTransformer):
+    """Swaps nodes (by identity) for their replacements."""
+
+    def __init__(self, replacements: dict[cst.CSTNode, Replacement]) -> None:
+        super().__init__()
+        self.replacements = replacements
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Replacement:  # type: ignore[override]
+        return self.replacements.get(original_node, updated_node)
+
+
+def _apply(module: cst.Module, replacements: dict[cst.CSTNode, Replacement]) -> cst.Module:
+    return cst.ensure_type(module.visit(_Replace(replacements)), cst.Module)
+
+
+def _overlap(a: CodeRange, b: CodeRange) -> bool:
+    return not ((a.end.line, a.end.column) <= (b.start.line, b.start.column)
+                or (b.end.line, b.end.column) <= (a.start.line, a.start.column))
+
+
+def _edit(before: str, after: str) -> Edit:
+    """The narrowest replacement that turns ``before`` into ``after``."""
+    prefix = 0
+    limit = min(len(before), len(after))
+    while prefix < limit and before[prefix] == after[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
+        suffix += 1
+
+    def position(offset: int) -> tuple[int, int]:
+        line = before.count("\n", 0, offset) + 1
+        return line, offset - (before.rfind("\n", 0, offset) + 1) + 1
+
+    start, end = position(prefix), position(len(before) - suffix)
+    return Edit(start[0], start[1], end[0], end[1], after[prefix:len(after) - suffix])
+
+
+def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
+    """Every node's range (LibCST's PositionProvider), without a MetadataWrapper: resolving
+    through one also walks the whole tree for batchable providers even when there are none,
+    which costs as much again as the positions themselves."""
+    provider = PositionProvider()
+    generate = getattr(provider, "_gen_impl", None)
+    computed = getattr(provider, "_computed", None)
+    if generate is None or not isinstance(computed, dict):  # a LibCST without these internals
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    generate(module)
+    return computed
+
+
+class _Pass:
+    """One lint of one version of the file: its reports with positions, minus suppressed ones."""
+
+    def __init__(self, module: cst.Module, text: str, reports: list[Report]) -> None:
+        self.module = module
+        self.reports: list[tuple[Report, CodeRange]] = []
+        self.positions: Mapping[cst.CSTNode, CodeRange] = {}
+        if not reports:
+            return
+        self.positions = positions(module)
+        lines = text.split("\n")
+        for report in reports:
+            where = self.positions[report.node]
+            if _suppressed(lines[where.start.line - 1], report.rule):
+                continue
+            self.reports.append((report, where))
+
+    def findings(self, display: str, edits: bool) -> tuple[Finding, ...]:
+        found = []
+        code = self.module.code if edits else ""
+        for report, where in self.reports:
+            edit = None
+            if edits and report.replacement is not None:
+                target = report.target or report.node
+                edit = _edit(code, _apply(self.module, {target: report.replacement}).code)
+            found.append(Finding(
+                path=display, line=where.start.line, column=where.start.column + 1,
+                end_line=where.end.line, end_column=where.end.column + 1,
+                rule=report.rule, message=report.message, fix=report.fix, edit=edit,
+            ))
+        return tuple(sorted(found, key=lambda f: (f.line, f.column, f.rule)))
+
+    def fixes(self, level: FixLevel) -> dict[cst.CSTNode, Replacement]:
+        """The replacements to apply now: allowed by ``level``, not overlapping each other."""
+        chosen: dict[cst.CSTNode, Replacement] = {}
+        taken: list[CodeRange] = []
+        candidates = [
+            (report, self.positions[report.target or report.node]) for report, _ in self.reports
+            if report.replacement is not None and level.allows(report.applicability)
+        ]
+        for report, where in sorted(candidates, key=lambda c: (c[1].start.line, c[1].start.column)):
+            if any(_overlap(where, other) for other in taken):
+                continue  # the next pass gets it, on the fixed file
+            assert report.replacement is not None
+            chosen[report.target or report.node] = report.replacement
+            taken.append(where)
+        return chosen
+
+
+def _text(data: bytes, module: cst.Module) -> str:
+    return data.decode(module.encoding, errors="replace")
+
+
+def count_lines(data: bytes) -> int:
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def lint_bytes(
+    data: bytes,
+    path: Path,
+    display: str,
+    rules: Sequence[type[LintRule]],
+    fix: FixLevel = FixLevel.NONE,
+    edits: bool = False,
+    package: str | None = None,
+) -> FileResult:
+    """Lints (and with ``fix``, fixes) one file's bytes; ``display`` is the path findings show,
+    ``package`` the top-level package the file belongs to (None for a script)."""
+    lines = count_lines(data)
+    active = [rule for rule in rules if rule.applies(data, package)]
+    if not active:
+        return FileResult(display, lines, parsed=False)
+    try:
+        module = cst.parse_module(data)
+    except Exception as error:  # a syntax error, an undecodable file, a parser limit
+        return FileResult(display, lines, parsed=True, findings=(_parse_error(display, data, error),))
+    try:
+        current = _Pass(module, _text(data, module), run_rules(module, active, path, package))
+        notes: list[str] = []
+        fixed = 0
+        new_data: bytes | None = None
+        if fix is not FixLevel.NONE and current.fixes(fix):
+            endings = line_endings(data)
+            if module.bytes != data or "\r" in endings or len(endings) > 1:
+                notes.append("not fixed: the file mixes line endings or cannot be reproduced exactly")
+            else:
+                current, fixed, new_data = _fix_loop(current, data, path, active, package, fix, notes)
+        return FileResult(
+            display, lines, parsed=True, findings=current.findings(display, edits), fixed=fixed,
+            new_data=new_data, notes=tuple(notes),
+        )
+    except Exception as error:  # a rule's bug must not end the run over the other files
+        return FileResult(display, lines, parsed=True, error=f"{type(error).__name__}: {error}")
+
+
+def _fix_loop(
+    current: _Pass, data: bytes, path: Path, rules: Sequence[type[LintRule]], package: str | None,
+    fix: FixLevel, notes: list[str],
+) -> tuple[_Pass, int, bytes | None]:
+    fixed = 0
+    text = data
+    for _ in range(MAX_FIX_PASSES):
+        replacements = current.fixes(fix)
+        if not replacements:
+            return current, fixed, (text if text != data else None)
+        candidate = _apply(current.module, replacements).bytes
+        try:
+            module = cst.parse_module(candidate)
+        except Exception:
+            notes.append("a fix produced code that does not parse; it was not applied")
+            return current, fixed, (text if text != data else None)
+        if candidate == text:
+            break  # a fix that changes nothing: stop rather than loop
+        fixed += len(replacements)
+        text = candidate
+        current = _Pass(module, _text(candidate, module), run_rules(module, rules, path, package))
+    else:
+        notes.append(f"fixes did not converge after {MAX_FIX_PASSES} passes")
+    return current, fixed, (text if text != data else None)
+
+
+def _parse_error(display: str, data: bytes, error: Exception) -> Finding:
+    """The finding of a file that does not parse, placed where Python places the error."""
+    line, column, message = 1, 1, str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    try:
+        compile(data, display, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as syntax:
+        line, column, message = syntax.lineno or 1, syntax.offset or 1, f"syntax error: {syntax.msg}"
+    except (ValueError, UnicodeDecodeError) as other:  # NUL bytes, an undecodable file
+        message = str(other)
+    else:
+        if isinstance(error, cst.ParserSyntaxError):  # valid Python that LibCST cannot read
+            line, column = error.raw_line, error.raw_column + 1
+    return Finding(display, line, column, line, column, PARSE_ERROR, f"cannot parse the file: {message}", "none")
+
+
+def lint_file(
+    path: Path, display: str, rules: Sequence[type[LintRule]], fix: FixLevel = FixLevel.NONE, edits: bool = False,
+) -> FileResult:
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        return FileResult(
+            display, 0, parsed=False,
+            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read the file: {error.strerror}", "none"),),
+        )
+    return lint_bytes(data, path, display, rules, fix, edits, package_of(path.absolute().parent))
+
+
+def lint_many(
+    items: Iterable[tuple[Path, str]], rules: Sequence[type[LintRule]], fix: FixLevel, edits: bool,
+) -> list[FileResult]:
+    return [lint_file(path, display, rules, fix, edits) for path, display in items]

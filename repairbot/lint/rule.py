@@ -1,0 +1,246 @@
+"""The lint rule authoring API: one class per silent bug, its examples beside it (Fixit's shape).
+
+A rule is a ``LintRule`` subclass in ``patterns/<folder>/lint.py`` (a folder may hold a runtime
+pattern, lint rules, or both). It declares:
+
+- ``ID`` (kebab-case, stable), ``TITLE`` (one line for the catalogue), ``MESSAGE`` (the default
+  message of a finding: it names the problem);
+- ``APPLICABILITY``: the applicability of its fixes (``SAFE`` / ``UNSAFE``), None for a rule
+  that only reports; ``report(..., applicability=...)`` overrides it per finding;
+- ``REQUIRES``: byte strings a file must contain for the rule to possibly fire (each entry, or
+  any of a tuple entry), checked before the file is parsed;
+- ``VALID`` / ``INVALID``: examples, run by one parametrised test (``tests/test_lint_rules.py``);
+- ``visit_<Node>`` / ``leave_<Node>`` methods named as LibCST's visitors name them.
+
+The engine parses each file once and walks it once for all the rules, calling every rule's
+handlers for each node (their return values are ignored: a rule cannot prune the walk of the
+others). Rules read names through ``self.context.imports`` and ancestors through
+``self.context.stack``; no LibCST metadata is computed while rules run (positions are resolved
+afterwards, only for files with findings). A rule reports nodes, with an optional replacement
+node: the engine applies replacements (``--fix``), never the rule.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import libcst as cst
+
+from repairbot.codemod import ImportTable, dotted_name, is_torch_name
+from repairbot.lint.walk import descendants
+from repairbot.types import Applicability
+
+DOC_SECTIONS = ("What it finds", "Why it matters", "Fix safety", "Not handled")
+
+Replacement = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Code the rule must not report (dedented; a leading newline is dropped)."""
+
+    code: str
+
+    @property
+    def source(self) -> str:
+        return example_source(self.code)
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Code with exactly one finding of the rule, at ``line``:``column`` (1-based).
+
+    ``expected_fix`` is the whole text after this finding's fix alone (None: the rule reports
+    it without a fix); ``fix`` is the applicability the finding must carry.
+    """
+
+    code: str
+    line: int
+    column: int
+    expected_fix: str | None = None
+    fix: str = "none"  # "safe" | "unsafe" | "none"
+    message: str | None = None  # a substring the finding's message must contain
+
+    @property
+    def source(self) -> str:
+        return example_source(self.code)
+
+    @property
+    def fixed_source(self) -> str | None:
+        return None if self.expected_fix is None else example_source(self.expected_fix)
+
+
+def example_source(code: str) -> str:
+    """An example's code as a file holds it: dedented, without the first empty line."""
+    text = textwrap.dedent(code)
+    return text[1:] if text.startswith("\n") else text
+
+
+@dataclass
+class Report:
+    """What a rule reported: a node, a message, an optional fix (applied by the engine)."""
+
+    rule: str
+    node: cst.CSTNode
+    message: str
+    replacement: Replacement | None = None
+    # the node the replacement stands for (default: ``node``); a fix may rewrite a wider node
+    # (the loop body that receives a statement) than the one the finding points at
+    target: cst.CSTNode | None = None
+    applicability: Applicability | None = None
+
+    @property
+    def fix(self) -> str:
+        if self.replacement is None or self.applicability is None:
+            return "none"
+        return self.applicability.value
+
+
+@dataclass
+class FileContext:
+    """What every rule may read about the file being linted."""
+
+    path: Path
+    module: cst.Module
+    imports: ImportTable
+    package: str | None  # the top-level package the file belongs to (None for a script)
+    # The nodes from the module down to the one being visited (it included), during the walk.
+    stack: list[cst.CSTNode] = field(default_factory=list)
+    _quote: str | None = None
+
+    def qualify(self, node: cst.BaseExpression) -> str | None:
+        """The full dotted name an expression refers to through the file's imports."""
+        return self.imports.qualify(node)
+
+    def is_torch(self, node: cst.BaseExpression, *names: str) -> bool:
+        """Whether ``node`` names one of ``names`` (``torch.nn.Linear``...) under any import alias."""
+        return is_torch_name(self.qualify(node), *names)
+
+    def alias_of(self, module: str) -> str | None:
+        """The local name the file binds ``module`` to (``torch`` for ``import torch``), if any."""
+        for local, full in self.imports.aliases.items():
+            if full == module:
+                return local
+        return None
+
+    def parent(self) -> cst.CSTNode | None:
+        """The parent of the node being visited."""
+        return self.stack[-2] if len(self.stack) >= 2 else None
+
+    def ancestors(self) -> tuple[cst.CSTNode, ...]:
+        """The ancestors of the node being visited, innermost first (a snapshot)."""
+        return tuple(reversed(self.stack[:-1]))
+
+    def code(self, node: cst.CSTNode) -> str:
+        """A node's code on one line (for messages)."""
+        return " ".join(self.module.code_for_node(node).split())
+
+    def dotted(self, node: cst.BaseExpression) -> str | None:
+        return dotted_name(node)
+
+    def string_literal(self, text: str) -> str:
+        """``text`` quoted as the file mostly quotes its strings (``codemod.string_literal``,
+        counted with the fast walk and once per file: LibCST's matchers take seconds on a big file)."""
+        if self._quote is None:
+            single = double = 0
+            for node in descendants(self.module):
+                if type(node) is cst.SimpleString:
+                    quote = node.quote
+                    single += quote == "'"
+                    double += quote == '"'
+            self._quote = "'" if single > double else '"'
+        return f"{self._quote}{text}{self._quote}"
+
+
+class LintRule:
+    """Base class of every lint rule; see the module docstring."""
+
+    ID: ClassVar[str]
+    TITLE: ClassVar[str]
+    MESSAGE: ClassVar[str]
+    APPLICABILITY: ClassVar[Applicability | None] = None
+    REQUIRES: ClassVar[tuple[bytes | tuple[bytes, ...], ...]] = ()
+    VALID: ClassVar[Sequence[Valid]] = ()
+    INVALID: ClassVar[Sequence[Invalid]] = ()
+
+    def __init__(self, context: FileContext) -> None:
+        self.context = context
+        self.reports: list[Report] = []
+
+    @classmethod
+    def applies(cls, data: bytes, package: str | None) -> bool:
+        """Whether a file with these bytes could hold a finding (checked before parsing)."""
+        return all(
+            any(word in data for word in entry) if isinstance(entry, tuple) else entry in data
+            for entry in cls.REQUIRES
+        )
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str | None = None,
+        *,
+        replacement: Replacement | None = None,
+        target: cst.CSTNode | None = None,
+        applicability: Applicability | None = None,
+    ) -> None:
+        """A finding at ``node``; with ``replacement``, a fix that swaps ``target`` (default
+        ``node``) for it, labelled ``applicability`` (default: the rule's)."""
+        label = applicability or self.APPLICABILITY
+        if replacement is not None and label is None:
+            raise TypeError(f"{self.ID}: a fix needs an applicability")
+        self.reports.append(
+            Report(self.ID, node, message or self.MESSAGE, replacement, target, label if replacement is not None else None)
+        )
+
+    @classmethod
+    def documentation(cls) -> dict[str, str]:
+        """The docstring's sections by title (the first paragraph under ``""``)."""
+        return parse_sections(cls.__doc__ or "")
+
+    @classmethod
+    def fix_kinds(cls) -> str:
+        """What its findings may carry, for the catalogue: safe, unsafe, safe/unsafe, none."""
+        kinds = {case.fix for case in cls.INVALID}
+        ordered = [kind for kind in ("safe", "unsafe") if kind in kinds]
+        if not ordered:
+            return "none"
+        return "/".join(ordered) + (" (some findings: none)" if "none" in kinds else "")
+
+
+_SECTION_TITLE = re.compile(rf"^({'|'.join(map(re.escape, DOC_SECTIONS))}):?\s*$", re.MULTILINE)
+
+
+def parse_sections(doc: str) -> dict[str, str]:
+    """A rule docstring's sections (``repairbot.pattern.parse_sections`` knows only the
+    patterns' titles)."""
+    text = inspect.cleandoc(doc)
+    marks = list(_SECTION_TITLE.finditer(text))
+    sections = {"": text[: marks[0].start()].strip() if marks else text.strip()}
+    for mark, following in zip(marks, [*marks[1:], None], strict=True):
+        end = following.start() if following else len(text)
+        sections[mark.group(1)] = textwrap.dedent(text[mark.end() : end]).strip()
+    return sections
+
+
+_HANDLER = re.compile(r"^(visit|leave)_([A-Z]\w*)$")
+
+
+def handlers(rule: type[LintRule]) -> list[tuple[str, type[cst.CSTNode], str]]:
+    """The rule's ``visit_X``/``leave_X`` methods as (kind, node class, method name)."""
+    found = []
+    for name, _ in inspect.getmembers(rule, inspect.isfunction):
+        match = _HANDLER.match(name)
+        if match is None:
+            continue
+        node_class = getattr(cst, match.group(2), None)
+        if not (inspect.isclass(node_class) and issubclass(node_class, cst.CSTNode)):
+            raise TypeError(f"{rule.__name__}.{name}: libcst has no node class {match.group(2)}")
+        found.append((match.group(1), node_class, name))
+    return found

@@ -1,0 +1,142 @@
+"""One fast pre-order walk of a LibCST tree for every rule at once.
+
+LibCST's own visitor rebuilds every node it passes (``_visit_and_replace_children``), which
+costs more than parsing the file did. Rules only read the tree, so this walk follows each node
+class's child fields directly, in source order, and leaves out whitespace, parentheses,
+commas and operator tokens, which no rule reads through the walk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import libcst as cst
+
+Handler = Callable[[cst.CSTNode], object]
+
+# Fields that hold only tokens and whitespace (a rule reads ``node.operator`` itself).
+_TOKEN_FIELDS = frozenset({
+    "lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators",
+    "trailing_whitespace", "header", "footer", "equal", "colon", "dot", "star", "asynchronous",
+    "operator", "arrow", "first_line", "empty_lines", "indent", "newline", "lbrace", "rbrace",
+    "lbracket", "rbracket", "first_colon", "second_colon", "leading_whitespace", "posonly_ind",
+    "default_indent", "default_newline", "encoding", "has_trailing_newline", "relative",
+})
+
+# Where dataclass field order is not source order.
+_SOURCE_ORDER: dict[type[cst.CSTNode], tuple[str, ...]] = {
+    cst.FunctionDef: ("decorators", "name", "type_parameters", "params", "returns", "body"),
+    cst.ClassDef: ("decorators", "name", "type_parameters", "bases", "keywords", "body"),
+    cst.IfExp: ("body", "test", "orelse"),
+    cst.ExceptHandler: ("type", "name", "body"),
+    cst.ExceptStarHandler: ("type", "name", "body"),
+    cst.Parameters: ("posonly_params", "params", "star_arg", "kwonly_params", "star_kwarg"),
+}
+
+_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
+
+
+def _child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...]:
+    fields = _SOURCE_ORDER.get(node_type) or tuple(
+        f.name for f in dataclasses.fields(node_type)
+        if f.name not in _TOKEN_FIELDS and not f.name.startswith("whitespace")
+    )
+    _FIELDS[node_type] = fields
+    return fields
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """A node's children that rules read, in source order."""
+    found: list[cst.CSTNode] = []
+    for name in _FIELDS.get(type(node)) or _child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            found.append(value)
+        elif type(value) is tuple or type(value) is list:
+            found.extend(item for item in value if isinstance(item, cst.CSTNode))
+    return found
+
+
+def descendants(node: cst.CSTNode, prune: tuple[type[cst.CSTNode], ...] = ()) -> Iterator[cst.CSTNode]:
+    """``node`` and everything under it in source order, not entering nodes of the ``prune``
+    types (they are yielded themselves): e.g. a loop's body without its nested functions."""
+    todo = [node]
+    while todo:
+        current = todo.pop()
+        yield current
+        if prune and current is not node and isinstance(current, prune):
+            continue
+        todo.extend(reversed(children(current)))
+
+
+def _is_node(value_type: type) -> bool:
+    # a type-keyed cache: isinstance against the CSTNode ABC is the walk's most frequent cost
+    known = _NODE_TYPES.get(value_type)
+    if known is None:
+        known = _NODE_TYPES[value_type] = issubclass(value_type, cst.CSTNode)
+    return known
+
+
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def walk(
+    module: cst.Module,
+    visits: Mapping[type[cst.CSTNode], Sequence[Handler]],
+    leaves: Mapping[type[cst.CSTNode], Sequence[Handler]],
+    stack: list[cst.CSTNode],
+) -> None:
+    """Calls ``visits[type(node)]`` on entering each node and ``leaves[...]`` after its
+    children, with ``stack`` holding the path from the module down to the node."""
+    todo: list[cst.CSTNode | tuple[cst.CSTNode]] = [module]
+    fields_of = _FIELDS
+    node_types = _NODE_TYPES
+    while todo:
+        item = todo.pop()
+        if type(item) is tuple:
+            node = item[0]
+            handlers = leaves.get(type(node))
+            if handlers:
+                for handler in handlers:
+                    handler(node)
+            stack.pop()
+            continue
+        node = item  # type: ignore[assignment]
+        node_type = type(node)
+        stack.append(node)
+        handlers = visits.get(node_type)
+        if handlers:
+            for handler in handlers:
+                handler(node)
+        todo.append((node,))
+        kids: list[cst.CSTNode] = []
+        for name in fields_of.get(node_type) or _child_fields(node_type):
+            value = getattr(node, name)
+            value_type = type(value)
+            if value_type is tuple or value_type is list:
+                for child in value:
+                    if node_types.get(type(child)) or _is_node(type(child)):
+                        kids.append(child)
+            elif node_types.get(value_type) or _is_node(value_type):
+                kids.append(value)
+        kids.reverse()
+        todo.extend(kids)
+
+
+def imports(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
+    """Every import statement, nested ones included, found without entering expressions."""
+    found: list[cst.Import | cst.ImportFrom] = []
+    todo: list[cst.CSTNode] = [module]
+    while todo:
+        node = todo.pop()
+        if type(node) is cst.SimpleStatementLine:
+            found.extend(s for s in node.body if type(s) is cst.Import or type(s) is cst.ImportFrom)
+            continue
+        for name in ("body", "orelse", "handlers", "finalbody", "cases"):
+            value = getattr(node, name, None)
+            if type(value) is tuple or type(value) is list:
+                todo.extend(value)
+            elif value is not None and _is_node(type(value)):
+                todo.append(value)
+    return found
