@@ -8,11 +8,19 @@ final newline included), and a file whose round trip is not byte-identical is re
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
+import signal
 import stat
 import tempfile
+import threading
+import tokenize
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
@@ -37,10 +45,38 @@ def line_endings(data: bytes) -> set[str]:
     return kinds
 
 
+def check_encoding(path: Path, data: bytes) -> str:
+    """The file's encoding (PEP 263 cookie, BOM, else UTF-8); SourceError unless every byte decodes.
+
+    Checked before compiling: ``compile`` of bytes lets an undecodable byte in a comment through
+    (and reports one in a string as a syntax error), while ``python SCRIPT`` refuses the file
+    and LibCST could not rewrite it.
+    """
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        if b"coding" in b"\n".join(data.splitlines()[:2]):
+            raise SourceError(f"{path}: {error.msg}; fix the coding cookie or save the file as UTF-8") from None
+        encoding = "utf-8"  # no cookie, and the first lines are not UTF-8: say where below
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        byte = data[error.start : error.start + 1].hex()
+        hint = (
+            "add a coding cookie such as `# -*- coding: latin-1 -*-` as its first line, or save it as UTF-8"
+            if encoding == "utf-8"
+            else "fix its coding cookie or save it as UTF-8"
+        )
+        raise SourceError(f"{path}:{line}: byte 0x{byte} is not valid {encoding}; {hint}") from None
+    return encoding
+
+
 def check_syntax(path: Path, data: bytes) -> None:
     """BadInput unless ``data`` is a Python module the interpreter accepts."""
     if b"\x00" in data:
         raise SourceError(f"{path}: not a Python source file (it contains NUL bytes)")
+    check_encoding(path, data)
     try:
         compile(data, str(path), "exec", dont_inherit=True)
     except SyntaxError as error:
@@ -123,16 +159,90 @@ def parse(path: Path, data: bytes) -> cst.Module:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace a file's bytes in one step, keeping its permissions (temp file, then rename)."""
-    path = path.resolve()
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".repairbot", dir=path.parent)
+    write_all_atomic({path: data})
+
+
+def write_all_atomic(files: Mapping[Path, bytes]) -> None:
+    """Replace several files' bytes, all or none, keeping their permissions.
+
+    A file or folder without write permission is refused before anything is written (root
+    could write anyway, but a file made read-only is the user's "do not touch"). Every new
+    content is written and synced to a temp file beside its target first; only then are they
+    renamed over the targets, with SIGINT/SIGTERM held back, so an interrupt or a full disk
+    never leaves half of a fix (or half of a file) behind.
+    """
+    targets = {path.resolve(): data for path, data in files.items()}
+    for path in targets:
+        _check_writable(path)
+    staged: dict[Path, str] = {}
+    path = next(iter(targets), Path())
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        for path, data in targets.items():
+            mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".repairbot", dir=path.parent)
+            staged[path] = tmp
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, mode)
+        with deferred_signals():
+            for path, tmp in list(staged.items()):
+                os.replace(tmp, path)
+                del staged[path]
+    except OSError as error:
+        raise SourceError(f"{path}: cannot write it: {error.strerror}; nothing was written") from None
+    finally:
+        for tmp in staged.values():
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _check_writable(path: Path) -> None:
+    folder = path.parent
+    for target, what in ((path, "file"), (folder, "folder")):
+        if not target.exists():
+            continue
+        if not stat.S_IMODE(target.stat().st_mode) & 0o222 or not os.access(target, os.W_OK):
+            raise SourceError(f"{target}: the {what} is read-only; nothing was written")
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back until the block has finished, then act on them.
+
+    For steps that must not stop halfway: a group of renames, a git command (killed halfway,
+    it could leave a lock file, or run on after repairbot has exited). A signal that arrives
+    meanwhile is re-raised when the block ends, so the interrupt still wins (exit 130/143);
+    a second one acts at once. Only the main thread can handle signals: elsewhere, no change.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {}
+    pending: list[int] = []
+
+    def act(signum: int, frame: FrameType | None) -> None:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        previous.clear()
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            handler(signum, frame)
+        else:  # the default action, as it would have been taken at once
+            signal.raise_signal(signum)
+
+    def defer(signum: int, frame: FrameType | None) -> None:
+        if pending:  # asked twice: stop now
+            act(signum, frame)
+        pending.append(signum)
+
+    for held in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(held) not in (signal.SIG_IGN, None):  # an ignored signal stays ignored
+            previous[held] = signal.signal(held, defer)
+    try:
+        yield
+    finally:
+        if pending and previous:
+            act(pending[0], None)
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import git
 
+from repairbot.sources import deferred_signals
 from repairbot.types import BadInput
 
 FALLBACK_NAME = "repairbot"
@@ -232,12 +233,16 @@ def _run(
     """One git command in the work tree's top folder; its exit status is the caller's to judge."""
     executable = repo.git.GIT_PYTHON_GIT_EXECUTABLE or "git"
     config = [part for option in options for part in ("-c", option)]
-    status, stdout, stderr = repo.git.execute(
-        [executable, *config, *args],
-        with_extended_output=True,
-        with_exceptions=False,
-        env={**BASE_ENV, **(env or {})},
-    )
+    # Run to its end even when SIGINT/SIGTERM arrives (acted on right after): git killed
+    # halfway may leave a lock file, and a git that repairbot stops waiting for goes on
+    # writing (a branch, say) after repairbot has exited.
+    with deferred_signals():
+        status, stdout, stderr = repo.git.execute(
+            [executable, *config, *args],
+            with_extended_output=True,
+            with_exceptions=False,
+            env={**BASE_ENV, **(env or {})},
+        )
     return GitResult(status=status, stdout=stdout, stderr=stderr)
 
 

@@ -13,6 +13,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -388,7 +389,23 @@ def _judge(code: int, evidence: Evidence | None, stderr: str) -> tuple[RunStatus
     if code < 0:
         name = _signal_name(-code)
         return RunStatus.FAILED, Failure(exc_type="Killed", message=f"the script was killed by {name}")
-    return RunStatus.FAILED, Failure(exc_type="SystemExit", message=f"the script exited with code {code}")
+    return RunStatus.FAILED, Failure(exc_type="SystemExit", message=_exit_message(code, stderr))
+
+
+def _exit_message(code: int, stderr: str) -> str:
+    """Why a script exited non-zero without a traceback, in its own words where it gave any.
+
+    ``sys.exit("message")``, argparse's usage error (exit 2) and the like print one last line on
+    stderr: the report shows it, so "exited with code 2" never stands alone. A usage error is
+    the script refusing the arguments it was given, not bad input to repairbot.
+    """
+    message = f"the script exited with code {code}"
+    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
+    if last:
+        message += f": {last[:500]}"
+    if code == 2 and re.search(r"^usage: ", stderr, re.MULTILINE):
+        message += " (give the script its arguments after `--`: repairbot fix SCRIPT -- ARGS)"
+    return message
 
 
 def _signal_name(number: int) -> str:
