@@ -72,7 +72,7 @@ _ENVIRONMENT_MESSAGES = re.compile(
     r" resolution|Connection refused|couldn't connect to|Failed to establish a new connection"
     r"|Found no NVIDIA driver|No CUDA GPUs are available|Torch not compiled with CUDA enabled"
     r"|CUDA driver version is insufficient|no kernel image is available"
-    r"|Cannot access accelerator device when none is available",
+    r"|Cannot access accelerator device when none is available|Cannot get CUDA generator without ATen_cuda",
     re.IGNORECASE,
 )
 

@@ -407,3 +407,33 @@ def _turns_grad_off(src: Source, node: cst.BaseExpression) -> bool:
         value = node.args[0].value
         return isinstance(value, cst.Name) and value.value == "False"
     return False
+
+
+# --------------------------------------------------------------------------------------------
+# Dtypes
+
+# The words PyTorch's messages use for a dtype (C++ scalar names, legacy tensor types).
+DTYPE_WORDS = {
+    "double": "float64", "float64": "float64", "float": "float32", "float32": "float32",
+    "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
+    "long": "int64", "long int": "int64", "int64": "int64", "int": "int32", "int32": "int32",
+    "short": "int16", "int16": "int16", "char": "int8", "signed char": "int8", "int8": "int8",
+    "byte": "uint8", "unsigned char": "uint8", "uint8": "uint8", "bool": "bool",
+    "complexfloat": "complex64", "complex64": "complex64", "complexdouble": "complex128",
+    "complex128": "complex128",
+}
+
+
+def dtype_name(text: str | None) -> str | None:
+    """``float64`` for ``Double``, ``double``, ``torch.float64``, ``torch.cuda.DoubleTensor``,
+    ``CUDADoubleType``...; ``None`` for a word that names no dtype."""
+    if not text:
+        return None
+    word = text.strip()
+    word = re.sub(r"^(?:torch\.)?(?:cuda\.)?", "", word)
+    word = re.sub(r"^c10::", "", word)
+    word = re.sub(r"^(?:CPU|CUDA)(?=[A-Z])", "", word)
+    word = re.sub(r"(?<=[a-z0-9])(?:Tensor|Type)$", "", word).lower()
+    if word.startswith("float8"):
+        return word
+    return DTYPE_WORDS.get(word)

@@ -22,7 +22,7 @@ from repairbot.codemod import (
     walk,
 )
 from repairbot.evidence import Evidence
-from repairbot.facts import Source, events, place, reads, shape_text, source
+from repairbot.facts import Source, dtype_name, events, place, reads, shape_text, source
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
@@ -36,16 +36,6 @@ _REDUCED = ("float16", "bfloat16")
 _TYPE = r"[A-Za-z][\w.:]*"
 _C_TYPE = r"(?:unsigned |signed )?[\w:]+(?: int)?"
 _FLOATING = r"(?:Double|Float|Half|BFloat16|ComplexFloat|ComplexDouble)"
-
-_DTYPE_WORDS = {
-    "double": "float64", "float64": "float64", "float": "float32", "float32": "float32",
-    "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
-    "long": "int64", "long int": "int64", "int64": "int64", "int": "int32", "int32": "int32",
-    "short": "int16", "int16": "int16", "char": "int8", "signed char": "int8", "int8": "int8",
-    "byte": "uint8", "unsigned char": "uint8", "uint8": "uint8", "bool": "bool",
-    "complexfloat": "complex64", "complex64": "complex64", "complexdouble": "complex128",
-    "complex128": "complex128",
-}
 
 # Calls that make a tensor from existing data and keep its dtype (a numpy array's float64).
 _CREATIONS = ("torch.from_numpy", "torch.tensor", "torch.as_tensor", "torch.asarray")
@@ -66,21 +56,6 @@ _TORCH_KEEPS_DTYPE = (
     "torch.transpose", "torch.clone", "torch.t", "torch.narrow",
 )
 _STEP_BUDGET = 120
-
-
-def dtype_name(text: str | None) -> str | None:
-    """``float64`` for ``Double``, ``double``, ``torch.float64``, ``torch.cuda.DoubleTensor``,
-    ``CUDADoubleType``...; ``None`` for a word that names no dtype."""
-    if not text:
-        return None
-    word = text.strip()
-    word = re.sub(r"^(?:torch\.)?(?:cuda\.)?", "", word)
-    word = re.sub(r"^c10::", "", word)
-    word = re.sub(r"^(?:CPU|CUDA)(?=[A-Z])", "", word)
-    word = re.sub(r"(?<=[a-z0-9])(?:Tensor|Type)$", "", word).lower()
-    if word.startswith("float8"):
-        return word
-    return _DTYPE_WORDS.get(word)
 
 
 def _on_cuda(text: str) -> bool:

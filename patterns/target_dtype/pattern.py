@@ -23,14 +23,10 @@ from repairbot.codemod import (
     replace_arg_value,
 )
 from repairbot.evidence import Evidence
-from repairbot.facts import Source, last_binding, place, shape_text, source
+from repairbot.facts import Source, dtype_name, last_binding, place, shape_text, source
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
-
-# One source of truth for reading dtype words out of messages (the lead may move it to a
-# shared module; see the dtype-mismatch pattern).
-from ..dtype_mismatch.pattern import dtype_name
 
 Scope = Mapping[str, Mapping[str, Any]]
 

@@ -25,23 +25,9 @@ from repairbot.evidence import Evidence
 from repairbot.facts import place
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
+from repairbot.trace.bootstrap import NUMPY_DTYPE_CLASS, PLAIN_DATA
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
-# Globals that only rebuild plain data (no code runs but their own constructors): the
-# argparse options a training script saves with its weights, NumPy scalars and arrays (the
-# reconstruction functions and dtype classes pickling them names), collections and builtins.
-PLAIN_DATA = frozenset({
-    "argparse.Namespace",
-    "collections.OrderedDict", "collections.defaultdict", "collections.Counter", "collections.deque",
-    "builtins.set", "builtins.frozenset", "builtins.list", "builtins.dict", "builtins.tuple",
-    "builtins.int", "builtins.float", "builtins.complex", "builtins.bool", "builtins.str",
-    "builtins.bytes", "builtins.bytearray", "builtins.slice", "builtins.range",
-    "numpy.dtype", "numpy.ndarray",
-    "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
-    "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
-})
-# numpy.dtypes.Float64DType, Int64DType, ...: the dtype classes NumPy >= 1.25 pickles
-_NUMPY_DTYPE_CLASS = re.compile(r"numpy\.dtypes\.\w+DType")
 # The loaders whose weights_only default changed; a call of another function reaches one.
 _LOADERS = ("torch.load", "torch.serialization.load")
 _SAFE_GLOBALS = ("torch.serialization.safe_globals",)
@@ -53,7 +39,11 @@ _LINE_LENGTH = 88
 
 
 def is_plain_data(name: str) -> bool:
-    return name in PLAIN_DATA or bool(_NUMPY_DTYPE_CLASS.fullmatch(name))
+    """A global that only rebuilds plain data (no code runs but its own constructor): the
+    argparse options a training script saves with its weights, NumPy scalars and arrays,
+    collections and builtins. The list is the probe's, so that the fix allowlists exactly what
+    the rerun proved enough."""
+    return name in PLAIN_DATA or bool(NUMPY_DTYPE_CLASS.match(name))
 
 
 class AllowlistGlobals(SiteTransformer):

@@ -744,9 +744,9 @@ def install_target_size_probe():
 
 
 # The globals the "unsafe-globals" probe may allowlist to check that a refused checkpoint then
-# loads: types that rebuild plain data and run no code of the file's choosing. The same list
-# as PLAIN_DATA of patterns/weights_only/pattern.py (this file cannot import repairbot).
-_PLAIN_DATA = frozenset((
+# loads: types that rebuild plain data and run no code of the file's choosing
+# (patterns/weights_only reads these two names from here: one list for the probe and the fix).
+PLAIN_DATA = frozenset((
     "argparse.Namespace",
     "collections.OrderedDict", "collections.defaultdict", "collections.Counter", "collections.deque",
     "builtins.set", "builtins.frozenset", "builtins.list", "builtins.dict", "builtins.tuple",
@@ -756,13 +756,13 @@ _PLAIN_DATA = frozenset((
     "numpy.core.multiarray.scalar", "numpy._core.multiarray.scalar",
     "numpy.core.multiarray._reconstruct", "numpy._core.multiarray._reconstruct",
 ))
-_NUMPY_DTYPE_CLASS = re.compile(r"numpy\.dtypes\.\w+DType\Z")
+NUMPY_DTYPE_CLASS = re.compile(r"numpy\.dtypes\.\w+DType\Z")
 _REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 _REFUSED_BUILD = re.compile(r"but got <class '([\w.]+)'>")
 
 
 def _plain_data(name):
-    return name in _PLAIN_DATA or bool(_NUMPY_DTYPE_CLASS.match(name))
+    return name in PLAIN_DATA or bool(NUMPY_DTYPE_CLASS.match(name))
 
 
 def _resolve_global(name):
