@@ -3,6 +3,7 @@ and argument edits that keep the call's own formatting."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -225,6 +226,15 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for child in node.children:
         yield from walk(child)
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(code: str) -> list[str]:
+    """A module's lines as Python numbers them (``str.splitlines`` also splits at form feeds and
+    other characters that Python's tokenizer reads as whitespace, shifting every line after)."""
+    return _LINE_BREAK.split(code)
 
 
 def one_line(module: cst.Module, node: cst.CSTNode) -> str:

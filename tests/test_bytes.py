@@ -178,23 +178,10 @@ def _moved_evidence(data: Any, variant: OddVariant, file: str, before: bytes) ->
     return moved
 
 
-# Known defects in patterns this file may not change (reported to the lead): the pattern
-# numbers lines with str.splitlines(), which also splits at a form feed, so a file with one
-# is declined ("not what the traced run executed"). strict: the day it is fixed, this fails.
-KNOWN_DEFECTS = {
-    (f"dtype-mismatch/{name}", "form-feeds"): "dtype-mismatch numbers lines with str.splitlines(), which splits at form feeds"
-    for name in ("bce_loss_target", "conv_dict_batch", "huber_backward_target", "lstm_windows_helper", "module_level_alias_import")
-}
-
-
 def _odd_params() -> list[object]:
-    params = []
-    for case in FIX_CASES:
-        for variant in ODD_VARIANTS:
-            reason = KNOWN_DEFECTS.get((case.id, variant))
-            marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-            params.append(pytest.param(case, variant, id=f"{case.id}-{variant}", marks=marks))
-    return params
+    return [
+        pytest.param(case, variant, id=f"{case.id}-{variant}") for case in FIX_CASES for variant in ODD_VARIANTS
+    ]
 
 
 def _locate(pattern: Pattern, evidence: Evidence, sources: Sources) -> Site:

@@ -19,6 +19,7 @@ from repairbot.codemod import (
     method_call,
     one_line,
     positional_args,
+    source_lines,
     walk,
 )
 from repairbot.evidence import Evidence
@@ -550,7 +551,7 @@ class _Tracer:
         return view
 
     def _make_view(self, index: int, frame: Frame, file: _File) -> _View | Decline:
-        lines = file.src.module.code.splitlines()
+        lines = source_lines(file.src.module.code)
         current = lines[frame.line - 1].strip() if 0 < frame.line <= len(lines) else None
         if frame.code is not None and current != frame.code.strip():
             return self.decline(f"the source of {place(frame)} is not what the traced run executed")

@@ -18,6 +18,7 @@ from repairbot.codemod import (
     dotted_name,
     is_torch_name,
     one_line,
+    source_lines,
     spans,
     string_literal,
 )
@@ -350,7 +351,7 @@ def _context(module: cst.Module, torch_name: str, elements: Sequence[str], inden
 
 
 def _indent_of(module: cst.Module, line: int) -> str:
-    text = module.code.splitlines()[line - 1]
+    text = source_lines(module.code)[line - 1]
     return text[: len(text) - len(text.lstrip())]
 
 
