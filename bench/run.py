@@ -145,6 +145,36 @@ def threads(reps: int) -> list[dict[str, Any]]:
     return rows
 
 
+HEALTH_FIXTURES = ("cnn_flatten_size", "already_passing", "health_grad_accumulation")
+
+
+def health_overhead(reps: int) -> list[dict[str, Any]]:
+    """The health checks' cost: `repairbot fix --dry-run` with fresh processes per run
+    (REPAIRBOT_FRESH_RUNS=1: no warm server hides anything), with and without --no-health, in
+    alternation; medians of `reps` runs each (target: under 10% of the wall time)."""
+    rows = []
+    known = {f.name for f in fixtures()}
+    env = {**_env(), "REPAIRBOT_FRESH_RUNS": "1"}
+    with tempfile.TemporaryDirectory(prefix="repairbot-bench-") as tmp:
+        for name in (n for n in HEALTH_FIXTURES if n in known):
+            repo, config = _project(name, Path(tmp))
+            script = config.get("script", "train.py")
+            command = [PYTHON, "-m", "repairbot", "fix", script, "--dry-run", "-q"]
+            on, off = [], []
+            for _ in range(reps):
+                off.append(_timed([*command, "--no-health"], repo, env)[0])
+                on.append(_timed(command, repo, env)[0])
+            with_health, without = statistics.median(on), statistics.median(off)
+            rows.append({
+                "fixture": name,
+                "no_health_s": round(without, 2),
+                "health_s": round(with_health, 2),
+                "overhead_pct": round(100 * (with_health - without) / without, 1),
+            })
+            _print_row(rows[-1])
+    return rows
+
+
 def lint_available() -> bool:
     return subprocess.run([PYTHON, "-m", "repairbot", "lint", "--help"], capture_output=True, check=False).returncode == 0
 
@@ -227,13 +257,13 @@ def lint_scaling(workdir: Path) -> list[dict[str, Any]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 repetitions, fewer fixtures")
-    parser.add_argument("--only", choices=("latency", "memory", "threads", "lint"), action="append")
+    parser.add_argument("--only", choices=("latency", "memory", "threads", "lint", "health"), action="append")
     options = parser.parse_args()
     reps = 3 if options.quick else 5
     names = QUICK_FIXTURES if options.quick else LATENCY_FIXTURES
     known = {f.name for f in fixtures()}
     names = tuple(n for n in names if n in known)
-    wanted = set(options.only or ("latency", "memory", "threads", "lint"))
+    wanted = set(options.only or ("latency", "memory", "threads", "lint", "health"))
     results: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "date": time.strftime("%Y-%m-%d %H:%M"),
@@ -244,6 +274,8 @@ def main() -> int:
     if "threads" in wanted:
         steps.append(("fresh processes vs forks of the warm server", lambda: fresh_vs_warm(reps)))
         steps.append(("threads", lambda: threads(reps)))
+    if "health" in wanted:
+        steps.append(("health checks overhead (target: < 10% wall time)", lambda: health_overhead(reps)))
     with tempfile.TemporaryDirectory(prefix="repairbot-bench-") as tmp:
         if "lint" in wanted and lint_available():
             steps.append(("lint throughput (target: >= 10x TorchFix's lines/s)", lambda: lint_throughput(Path(tmp))))
@@ -257,6 +289,9 @@ def main() -> int:
         ratios = [row["ratio"] for row in results["latency and peak memory"]]
         results["median_ratio"] = statistics.median(ratios)
         print(f"\nmedian repair/plain ratio: {results['median_ratio']}")
+    if options.only and RESULTS.exists():
+        # a partial run keeps the other sections' last figures
+        results = {**json.loads(RESULTS.read_text()), **results}
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {RESULTS.relative_to(ROOT)}")
     return 0

@@ -16,16 +16,35 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from repairbot import registry
-from repairbot.classify import Classification, classify_log
+from repairbot.classify import Classification, candidates, classify_log, environment_problem
 from repairbot.lint import LintOptions, LintReport, run_lint
-from repairbot.loop import LoopOptions, LoopResult, RepairLoop
+from repairbot.loop import LoopOptions, LoopResult, RepairLoop, collect_health
 from repairbot.output import git
 from repairbot.output.diff import unified_diff
 from repairbot.output.report import render_text
 from repairbot.pattern import Pattern
-from repairbot.sources import Sources, check_syntax, write_all_atomic
-from repairbot.trace.runner import Limits, Runner, RunResult, SubprocessRunner, WarmRunner
-from repairbot.types import BadInput, Failure, Frame, RepairReport, RunLimits, Status, StopReason
+from repairbot.sources import Sources, check_syntax, relative_path, write_all_atomic
+from repairbot.trace.runner import (
+    Limits,
+    Runner,
+    RunRequest,
+    RunResult,
+    SubprocessRunner,
+    WarmRunner,
+)
+from repairbot.types import (
+    Attempt,
+    BadInput,
+    Decline,
+    Failure,
+    Frame,
+    Outcome,
+    RepairReport,
+    RunLimits,
+    RunStatus,
+    Status,
+    StopReason,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +65,31 @@ class FixOptions:
     exclude: tuple[str, ...] = ()
     safe_only: bool = False
     keep_scratch: bool = False
+    no_health: bool = False  # --no-health: the run-time health checks are off
+    strict_health: bool = False  # --strict-health: health findings make the exit code 1
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    """``repairbot doctor``: one traced run with the health checks, no repair."""
+
+    script: Path
+    args: tuple[str, ...] = ()
+    cwd: Path = field(default_factory=Path.cwd)
+    python: str = sys.executable
+    batch_size: int = 2
+    max_batches: int = 2
+    max_steps: int = 20
+    timeout: float = 300.0
+    keep_scratch: bool = False
+
+    def as_fix(self) -> FixOptions:
+        """The same run described as a ``fix --dry-run`` (validation and runner are shared)."""
+        return FixOptions(
+            script=self.script, args=self.args, cwd=self.cwd, python=self.python, dry_run=True,
+            max_attempts=1, batch_size=self.batch_size, max_batches=self.max_batches,
+            max_steps=self.max_steps, timeout=self.timeout, keep_scratch=self.keep_scratch,
+        )
 
 
 @dataclass(frozen=True)
@@ -159,7 +203,10 @@ def repair(
         delivery = _delivery(options, script)
         if progress is not None and isinstance(active, WarmRunner):
             progress(f"runs: {active.mode}")
-        limits = Limits(batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps)
+        limits = Limits(
+            batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps,
+            health=not options.no_health,
+        )
         sources = Sources()
         loop_options = LoopOptions(
             script=script,
@@ -186,10 +233,7 @@ def repair(
 
 
 def _relative(root: Path, path: Path) -> str:
-    try:
-        return path.resolve().relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
+    return relative_path(root, path)
 
 
 def _report(
@@ -225,6 +269,8 @@ def _report(
             if result.remaining is not None and not any(a.failure is result.remaining for a in result.attempts)
             else None
         ),
+        health=result.health,
+        strict_health=options.strict_health,
     )
 
 
@@ -287,6 +333,106 @@ def error_report(script: str, message: str, duration: float = 0.0) -> RepairRepo
         duration_s=duration,
         error=message,
     )
+
+
+def doctor(
+    options: DoctorOptions,
+    runner: Runner | None = None,
+    patterns: tuple[Pattern, ...] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RepairReport:
+    """``repairbot doctor``: one traced run with the health checks; no repair, nothing written.
+
+    A crash is reported with its classification (the pattern and its remedy, as a diagnosis);
+    the exit code is 1 when the run crashed or a check found something (RepairReport.exit_code).
+    """
+    started = time.monotonic()
+    fix_options = options.as_fix()
+    script = _validate_script(fix_options)
+    root = _delivery(fix_options, script).root
+    own_runner = runner is None
+    active = runner or _runner(fix_options)
+    try:
+        if progress is not None and isinstance(active, WarmRunner):
+            progress(f"runs: {active.mode}")
+        if progress is not None:
+            progress("run 1: the script with the health checks")
+        run = active.run(RunRequest(
+            script=script, args=options.args, cwd=options.cwd.resolve(), python=options.python,
+            limits=Limits(batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps),
+            timeout=options.timeout, env=run_environment(),
+        ))
+    finally:
+        if own_runner and isinstance(active, SubprocessRunner):
+            active.close()
+    if run.status is RunStatus.HARNESS_ERROR:
+        raise BadInput(run.harness_error or "the tracing harness could not start")
+    sources = Sources()
+    health = collect_health(
+        (run.evidence.health or ()) if run.evidence is not None else (), root, sources.current
+    )
+    status, reason, attempts = _doctor_outcome(run, root, patterns or registry.all_patterns())
+    evidence = run.evidence
+    stopped = evidence.stopped_at if evidence else None
+    scratch = str(active.scratch_root) if isinstance(active, SubprocessRunner) and options.keep_scratch else None
+    return RepairReport(
+        script=_relative(root, script),
+        root=str(root),
+        status=status,
+        stop_reason=reason,
+        attempts=attempts,
+        diff="",
+        files_modified=(),
+        run_limits=RunLimits(
+            batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps,
+            stopped_at=f"{_relative(root, Path(stopped.file))}:{stopped.line}" if stopped else None,
+        ),
+        environment=dict(evidence.environment) if evidence else {},
+        duration_s=time.monotonic() - started,
+        scratch=scratch,
+        notes=("the run reached the time limit",) if run.status is RunStatus.TIMEOUT else (),
+        health=health,
+        command="doctor",
+    )
+
+
+def _doctor_outcome(
+    run: RunResult, root: Path, patterns: tuple[Pattern, ...]
+) -> tuple[Status, StopReason, tuple[Attempt, ...]]:
+    """How doctor's one run ended; a crash becomes a diagnosed attempt (never a fix)."""
+    if run.passed:
+        return Status.ALREADY_PASSING, StopReason.PASSING, ()
+    if run.status is RunStatus.TIMEOUT or run.failure is None:
+        return Status.GAVE_UP, StopReason.TIMEOUT, ()
+    failure = run.failure
+    ranked = candidates(failure, patterns)
+    frame = failure.user_frame
+    declines: tuple[Decline, ...] = ()
+    if ranked:
+        best = ranked[0].pattern
+        how = "`repairbot fix` can rewrite it" if best.FIXES else "it is diagnosed, never edited"
+        declines = (Decline(
+            pattern=best.ID, reason=f"{best.TITLE} (doctor repairs nothing; {how})", diagnosis=best.remedy(),
+        ),)
+        reason = StopReason.DIAGNOSED
+    elif environment_problem(failure):
+        reason = StopReason.ENVIRONMENT
+    elif frame is None:
+        reason = StopReason.NO_USER_FRAME
+    else:
+        reason = StopReason.NO_PATTERN
+    attempt = Attempt(
+        n=1,
+        failure=_relative_failure(root, failure),
+        failure_file=_relative(root, Path(frame.file)) if frame else None,
+        failure_line=frame.line if frame else None,
+        pattern=ranked[0].pattern.ID if ranked else None,
+        evidence={},
+        fix=None,
+        outcome=Outcome.NOT_RUN,
+        declines=declines,
+    )
+    return Status.GAVE_UP, reason, (attempt,)
 
 
 def classify(text: str, patterns: tuple[Pattern, ...] | None = None) -> Classification:

@@ -90,7 +90,7 @@ def _style_report(text: str) -> str:
             line = click.style(line, fg="green", bold=True)
         elif line.startswith(("[FAILED]", "Status: FAILED")):
             line = click.style(line, fg="red", bold=True)
-        elif line.startswith("[DIAGNOSED]"):
+        elif line.startswith(("[DIAGNOSED]", "[WARNING]")):
             line = click.style(line, fg="yellow", bold=True)
         styled.append(line)
     return "".join(styled)
@@ -207,6 +207,8 @@ def _progress(color: bool | None, silent: bool) -> Progress | None:
 @click.option("--pattern", "include", multiple=True, metavar="ID", help="Only try these patterns (repeatable).")
 @click.option("--exclude", multiple=True, metavar="ID", help="Never try these patterns (repeatable).")
 @click.option("--keep-scratch", is_flag=True, help="Keep the runs' scratch folder (outputs, shadowed files) and name it in the report.")
+@click.option("--no-health", is_flag=True, help="Turn off the run-time health checks (NaN loss, gradients never reset, ...).")
+@click.option("--strict-health", is_flag=True, help="Exit 1 when a health check finds something.")
 @common_options
 def fix(
     script: Path, script_args: tuple[str, ...], json_path: str | None, markdown_path: str | None,
@@ -228,6 +230,8 @@ def fix(
             raise BadInput("--dry-run and --no-branch exclude each other")
         if options["branch"] and (options["dry_run"] or options["no_branch"]):
             raise BadInput("--branch needs branch mode (no --dry-run, no --no-branch)")
+        if options["no_health"] and options["strict_health"]:
+            raise BadInput("--no-health and --strict-health exclude each other")
         fix_options = api.FixOptions(script=script, args=tuple(script_args), **options)
         report = api.repair(fix_options, progress=progress)
     except BadInput as error:
@@ -271,6 +275,48 @@ def _show(report: RepairReport, quiet: bool, to_stderr: bool, show_diff: bool) -
     if quiet:
         text = text.strip().splitlines()[-1] + "\n"
     click.echo(_style_report(text), err=to_stderr, nl=False)
+
+
+@main.command(context_settings={"ignore_unknown_options": False})
+@click.argument("script", type=click.Path(path_type=Path))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--batch-size", type=int, default=2, show_default=True, help="Batch size forced on every DataLoader during the run.")
+@click.option("--max-batches", type=int, default=2, show_default=True, help="Batches per pass over a DataLoader.")
+@click.option("--max-steps", type=int, default=20, show_default=True, help="Optimizer steps outside DataLoader loops before the run ends as passing.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Wall-clock limit of the run, in seconds.")
+@click.option("--json", "json_path", metavar="PATH", help="Write the JSON report ('-' for stdout).")
+@click.option("--markdown", "markdown_path", metavar="PATH", help="Write the Markdown report ('-' for stdout).")
+@click.option("--sarif", "sarif_path", metavar="PATH", help="Write the findings as SARIF 2.1.0 ('-' for stdout).")
+@click.option("--python", "python", metavar="PATH", default=sys.executable, help="Interpreter for the script.")
+@click.option("--keep-scratch", is_flag=True, help="Keep the run's scratch folder and name it in the report.")
+@common_options
+def doctor(
+    script: Path, script_args: tuple[str, ...], json_path: str | None, markdown_path: str | None,
+    sarif_path: str | None, **options: Any,
+) -> None:
+    """Run SCRIPT once under the harness with the health checks; repair nothing.
+
+    Exit 0: no crash and no finding; 1: a finding or a crash. Arguments for the script go
+    after `--`: repairbot doctor train.py -- --epochs 1
+    """
+    ctx = click.get_current_context()
+    quiet, verbose = ctx.meta["quiet"], ctx.meta["verbose"]
+    paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}
+    to_stderr = "-" in paths.values()
+    if list(paths.values()).count("-") > 1:
+        raise BadInput("only one of --json, --markdown and --sarif can be '-' (stdout)")
+    progress = _progress(ctx.meta["color"], silent=quiet and not verbose)
+    try:
+        report = api.doctor(api.DoctorOptions(script=script, args=tuple(script_args), **options), progress=progress)
+    except BadInput as error:
+        _write_reports(paths, api.error_report(str(script), str(error)), first_error_wins=True)
+        raise
+    finally:
+        if progress is not None:
+            progress.close()
+    _show(report, quiet=quiet, to_stderr=to_stderr, show_diff=False)
+    _write_reports(paths, report)
+    ctx.exit(report.exit_code)
 
 
 @main.command()

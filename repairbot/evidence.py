@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from repairbot.tracebacks import worker_frames
-from repairbot.types import Failure, Frame
+from repairbot.types import Failure, Frame, HealthFinding
 
 SCHEMA = "repairbot.evidence/1"
 
@@ -66,6 +66,8 @@ class Evidence:
     # The checkpoints torch.load refused under weights_only=True (the "unsafe-globals" probe):
     # path, globals [{name, resolved}], build_types, loads, error.
     unsafe_globals: tuple[Mapping[str, Any], ...] = ()
+    # What the health checks saw (None: they were off); file paths absolute, as traced.
+    health: tuple[HealthFinding, ...] | None = None
 
     @property
     def linear(self) -> LinearTrace | None:
@@ -196,6 +198,9 @@ def evidence_from_json(data: Mapping[str, Any], root: Path | None = None) -> Evi
         failing_module=rebase_description(evidence.failing_module) if evidence.failing_module else None,
         linears=tuple(replace(lt, site=rebase(lt.site) if lt.site else None) for lt in evidence.linears),
         stopped_at=rebase(evidence.stopped_at) if evidence.stopped_at else None,
+        health=tuple(
+            replace(h, file=rebase(Frame(file=h.file, line=0)).file) if h.file else h for h in evidence.health
+        ) if evidence.health is not None else None,
         imported_files=tuple(
             str(root / f) if not Path(f).is_absolute() else f for f in evidence.imported_files
         ),
@@ -246,4 +251,24 @@ def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
         probes=frozenset(data.get("probes") or ()),
         inplace_ops=tuple(data.get("inplace_ops") or ()),
         unsafe_globals=tuple(data.get("unsafe_globals") or ()),
+        health=health_from_json(data["health"]) if data.get("health") is not None else None,
     )
+
+
+def health_from_json(items: Sequence[Mapping[str, Any]]) -> tuple[HealthFinding, ...]:
+    """The health findings of a run (a malformed item is skipped, never fatal)."""
+    findings: list[HealthFinding] = []
+    for item in items:
+        if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
+            continue
+        line = item.get("line")
+        fix = item.get("fix")
+        findings.append(HealthFinding(
+            id=item["id"],
+            message=str(item.get("message", "")),
+            file=str(item["file"]) if item.get("file") else None,
+            line=int(line) if isinstance(line, int) and line > 0 else None,
+            evidence=dict(item.get("evidence") or {}),
+            fix=dict(fix) if isinstance(fix, Mapping) else None,
+        ))
+    return tuple(findings)

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
 from repairbot.classify import Candidate, candidates, environment_problem
 from repairbot.evidence import Evidence
+from repairbot.lint.engine import FixLevel, lint_bytes, package_of
+from repairbot.lint.registry import rules_by_id
 from repairbot.output.diff import unified_diff
 from repairbot.pattern import Pattern, TransformError
-from repairbot.sources import SourceError, Sources
+from repairbot.sources import SourceError, Sources, relative_path
 from repairbot.trace.runner import Limits, Runner, RunRequest, RunResult
 from repairbot.types import (
     Applicability,
@@ -28,6 +31,7 @@ from repairbot.types import (
     Decline,
     Failure,
     Fix,
+    HealthFinding,
     Outcome,
     RunStatus,
     Site,
@@ -63,6 +67,8 @@ class LoopResult:
     notes: tuple[str, ...] = ()
     remaining: Failure | None = None
     imported_files: frozenset[str] = frozenset()
+    # What the health checks saw in the last run (paths relative to the root, static fixes offered)
+    health: tuple[HealthFinding, ...] = ()
 
 
 # Called after every run; raises BadInput to refuse (branch mode: imported files not committed).
@@ -367,7 +373,12 @@ class RepairLoop:
             notes=tuple(self.notes),
             remaining=remaining,
             imported_files=frozenset(self.imported),
+            health=self._health(run),
         )
+
+    def _health(self, run: RunResult) -> tuple[HealthFinding, ...]:
+        findings = run.evidence.health if run.evidence is not None else None
+        return collect_health(findings or (), self.options.root, self.sources.current)
 
     def _relative_declines(self, declines: Sequence[Decline]) -> tuple[Decline, ...]:
         return tuple(replace(d, file=self._relative(d.file)) if d.file else d for d in declines)
@@ -380,9 +391,68 @@ class RepairLoop:
         return True
 
     def _relative(self, file: str) -> str:
-        path = Path(file)
-        try:
-            return path.resolve().relative_to(self.options.root.resolve()).as_posix()
-        except ValueError:
-            return str(path)
+        return relative_path(self.options.root, file)
 
+
+
+# --------------------------------------------------------------------------------------------
+# Health findings: from the child's absolute paths to the report's, with the static fix offered
+
+# The lint rule whose fix a health check offers ("where a static rule exists, the same fix").
+HEALTH_RULES = {"grad-accumulation": "missing-zero-grad"}
+_LOCATION = re.compile(r"(?P<file>.+):(?P<line>\d+)")
+
+
+def collect_health(
+    findings: Sequence[HealthFinding], root: Path, read: Callable[[Path], bytes]
+) -> tuple[HealthFinding, ...]:
+    """The findings as reports show them: paths relative to ``root`` (``file:line`` strings in
+    the evidence too), and the lint rule's fix where one exists; ``read`` gives a file's
+    current bytes (the verified fixes included)."""
+    collected = []
+    for finding in findings:
+        rel = relative_path(root, finding.file) if finding.file else None
+        fix = finding.fix
+        if fix is None and finding.file and finding.line and finding.id in HEALTH_RULES:
+            fix = offered_fix(HEALTH_RULES[finding.id], Path(finding.file), finding.line, rel or finding.file, read)
+        collected.append(replace(
+            finding, file=rel, evidence=_relative_evidence(finding.evidence, root), fix=fix,
+        ))
+    return tuple(collected)
+
+
+def offered_fix(
+    rule_id: str, path: Path, line: int, display: str, read: Callable[[Path], bytes]
+) -> dict[str, str] | None:
+    """The fix of the lint rule's finding whose span (a loop) holds ``line``: {rule,
+    applicability, diff}; None when the rule finds nothing there or has no fix for it."""
+    rule = rules_by_id().get(rule_id)
+    if rule is None:
+        return None
+    try:
+        data = read(path)
+    except (OSError, SourceError):
+        return None
+    result = lint_bytes(data, path, display, [rule], FixLevel.NONE, edits=True, package=package_of(path.parent))
+    around = [f for f in result.findings if f.rule == rule_id and f.line <= line <= f.end_line and f.edit]
+    if not around:
+        return None
+    finding = max(around, key=lambda f: (f.line, f.column))  # the innermost loop
+    assert finding.edit is not None
+    text = data.decode("utf-8", errors="surrogateescape")
+    fixed = finding.edit.apply(text).encode("utf-8", errors="surrogateescape")
+    diff, _ = unified_diff(data, fixed, display)
+    return {"rule": rule_id, "applicability": finding.fix, "diff": diff}
+
+
+def _relative_evidence(value: object, root: Path) -> Any:
+    """Evidence with every absolute ``file:line`` under ``root`` made relative."""
+    if isinstance(value, Mapping):
+        return {str(k): _relative_evidence(v, root) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_relative_evidence(v, root) for v in value]
+    if isinstance(value, str) and value.startswith("/"):
+        match = _LOCATION.fullmatch(value)
+        if match:
+            return f"{relative_path(root, match['file'])}:{match['line']}"
+    return value

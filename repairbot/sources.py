@@ -32,6 +32,14 @@ class SourceError(BadInput):
     """A user file repairbot cannot read or must not edit."""
 
 
+def relative_path(root: Path, file: str | Path) -> str:
+    """``file`` as reports show it: relative to ``root`` in POSIX form, as given when outside."""
+    try:
+        return Path(file).resolve().relative_to(root.resolve()).as_posix()
+    except (ValueError, OSError):
+        return str(file)
+
+
 def line_endings(data: bytes) -> set[str]:
     """The kinds of line ending a file uses: a subset of {'\\r\\n', '\\n', '\\r'}."""
     crlf = data.count(b"\r\n")

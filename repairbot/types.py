@@ -174,6 +174,32 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class HealthFinding:
+    """A silent training bug a run showed (a health check's finding; never a crash)."""
+
+    id: str  # the check: nan-loss, grad-accumulation, dead-parameters, ...
+    message: str
+    file: str | None = None  # the user's source line (absolute in evidence, relative in reports)
+    line: int | None = None
+    evidence: Mapping[str, Any] = field(default_factory=dict)  # what the run measured (JSON)
+    # The same fix a static rule offers ({rule, applicability, diff}); offered, never applied.
+    fix: Mapping[str, Any] | None = None
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.file and self.line else (self.file or "(no source line)")
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id, "file": self.file, "line": self.line, "message": self.message,
+            "evidence": dict(self.evidence),
+        }
+        if self.fix is not None:
+            data["fix"] = dict(self.fix)
+        return data
+
+
+@dataclass(frozen=True)
 class RunLimits:
     batch_size: int = 2
     max_batches: int = 2
@@ -199,11 +225,19 @@ class RepairReport:
     remaining: Failure | None = None  # a failure left at the stop that no attempt describes
     error: str | None = None  # one-line reason of a bad-input stop
     root: str | None = None  # the folder the report's paths are relative to (not in the JSON)
-    health: tuple[Mapping[str, Any], ...] = ()
+    health: tuple[HealthFinding, ...] = ()
+    command: str = "fix"  # fix | doctor (doctor: one traced run, health checks only)
+    strict_health: bool = False  # --strict-health: findings make the exit code 1
 
     @property
     def exit_code(self) -> int:
-        return exit_code_for(self.status)
+        code = exit_code_for(self.status)
+        if self.command == "doctor" and code == 0:
+            # doctor: 0 only for a run with no crash and no finding
+            return 1 if self.health or self.attempts or self.remaining is not None else 0
+        if code == 0 and self.strict_health and self.health:
+            return 1
+        return code
 
 
 def exit_code_for(status: Status) -> int:

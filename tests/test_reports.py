@@ -102,8 +102,11 @@ def check_sarif(log: dict[str, Any], report: dict[str, Any], repo: Path) -> None
     rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
     assert set(rules) >= {p.ID for p in all_patterns()} | {"unclassified"}
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == repo.resolve().as_uri() + "/"
-    results = run["results"]
+    # failures are errors; the health checks' findings follow them as warnings
+    results = [r for r in run["results"] if r["level"] == "error"]
+    warnings = [r for r in run["results"] if r["level"] == "warning"]
     assert len(results) == len(report["attempts"]) + ("remaining" in report)
+    assert [w["ruleId"] for w in warnings] == [h["id"] for h in report.get("health", [])]
     for result, attempt in zip(results, report["attempts"], strict=False):
         expected_rule = (attempt.get("fix") or {}).get("pattern") or attempt["failure"]["pattern"] or "unclassified"
         assert result["ruleId"] == expected_rule and rules[result["ruleIndex"]] == expected_rule

@@ -56,6 +56,13 @@ class Edit:
     end_column: int
     text: str
 
+    def apply(self, before: str) -> str:
+        """``before`` (the text the edit was computed on) with the replacement made."""
+        starts = [0, *(i + 1 for i, char in enumerate(before) if char == "\n")]
+        start = starts[self.line - 1] + self.column - 1
+        end = starts[self.end_line - 1] + self.end_column - 1
+        return before[:start] + self.text + before[end:]
+
 
 @dataclass(frozen=True)
 class Finding:

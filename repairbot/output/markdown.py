@@ -29,6 +29,7 @@ from repairbot.types import (
     Attempt,
     Decline,
     Failure,
+    HealthFinding,
     Outcome,
     RepairReport,
     Status,
@@ -381,6 +382,35 @@ def _summary_table(report: RepairReport) -> str:
     return "\n".join(lines)
 
 
+def _health_finding(finding: HealthFinding) -> str:
+    parts = [
+        f"#### ⚠️ {code(finding.id)} at {_where(finding.file, finding.line) if finding.file else 'no source line'}",
+        escape(finding.message),
+    ]
+    if finding.evidence:
+        parts.append("<details><summary>Measured in the run</summary>\n\n"
+                     + "\n".join(_evidence_items(finding.evidence)) + "\n\n</details>")
+    fix = finding.fix
+    if fix is not None:
+        parts.append(
+            f"Offered fix ({code(fix.get('rule', ''))}, {escape(str(fix.get('applicability', '')))}; not applied, "
+            f"{code('repairbot lint --fix')} applies it):\n\n{fenced(str(fix.get('diff', '')), 'diff')}"
+        )
+    return "\n\n".join(parts)
+
+
+def _health(report: RepairReport) -> str:
+    """The health checks' findings: silent bugs the run showed (nothing crashed for them)."""
+    if not report.health:
+        return "### Health checks\n\nNo health check found anything in the run."
+    count = len(report.health)
+    intro = (
+        f"{count} finding{'s' if count != 1 else ''} of the run-time health checks: bugs that do not "
+        "crash the script, seen in the steps it ran."
+    )
+    return "\n\n".join(["### Health checks", intro, *(_health_finding(f) for f in report.health)])
+
+
 def _environment(environment: Mapping[str, Any]) -> str | None:
     if not environment:
         return None
@@ -416,16 +446,29 @@ def _diff_section(diff: str, budget: int, caption: str = "") -> str:
 def render_markdown(report: RepairReport, root: Path | None = None) -> str:
     """The report as Markdown; ``root`` is the folder the report's paths are relative to (the
     source lines around each failure are read from there; without it, only the traced line)."""
-    head = [f"## {_ICONS[report.status]} repairbot: {code(report.script)} {_HEADLINES[report.status]}"]
+    if report.command == "doctor":
+        icon = "✅" if report.exit_code == 0 else "⚠️"
+        verdict = "healthy" if report.exit_code == 0 else (
+            "crashed" if report.attempts or report.status is not Status.ALREADY_PASSING
+            else f"{len(report.health)} health finding{'s' if len(report.health) != 1 else ''}"
+        )
+        head = [f"## {icon} repairbot doctor: {code(report.script)} {verdict}"]
+    else:
+        head = [f"## {_ICONS[report.status]} repairbot: {code(report.script)} {_HEADLINES[report.status]}"]
     if report.status is Status.ERROR:
         head.append(f"repairbot refused to run:\n\n{fenced(report.error or 'bad input')}")
     head.append(_summary_table(report))
     if report.status is Status.ALREADY_PASSING:
-        head.append("The script runs without error under the harness: nothing to fix.")
+        head.append(
+            "The script runs without error under the harness."
+            if report.command == "doctor" else "The script runs without error under the harness: nothing to fix."
+        )
     sources = _SourceVersions(report, root)
     head.extend(_attempt(report, attempt, sources) for attempt in report.attempts)
     if report.remaining is not None:
         head.append(_remaining(report.remaining))
+    if report.health or report.command == "doctor":
+        head.append(_health(report))
     tail = []
     environment = _environment(report.environment)
     if environment is not None:

@@ -10,7 +10,16 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-from repairbot.types import Attempt, Failure, Frame, Outcome, RepairReport, Status, StopReason
+from repairbot.types import (
+    Attempt,
+    Failure,
+    Frame,
+    HealthFinding,
+    Outcome,
+    RepairReport,
+    Status,
+    StopReason,
+)
 
 SCHEMA = "repairbot.report/1"
 
@@ -89,8 +98,12 @@ def render_text(report: RepairReport) -> str:
         where = f"{frame.file}:{frame.line}" if frame else "(no frame in the project's code)"
         blocks.append(f"[FAILED] {where}\n{_failure_line(report.remaining, where)}\nRemaining errors: 1")
 
+    blocks.extend(health_block(finding) for finding in report.health)
+
     files = ", ".join(report.files_modified) or "none"
-    if report.status in (Status.FIXED, Status.ALREADY_PASSING):
+    if report.command == "doctor":
+        status = _doctor_status(report, blocks)
+    elif report.status in (Status.FIXED, Status.ALREADY_PASSING):
         errors_fixed = len([a for a in report.attempts if a.applied])
         if report.status is Status.ALREADY_PASSING:
             blocks.append("The script runs without error under the harness: nothing to fix.")
@@ -101,6 +114,8 @@ def render_text(report: RepairReport) -> str:
             f"Status: FAILED | Stop reason: {reason.value} ({_STOP_EXPLANATIONS[reason]}) | "
             f"Errors Fixed: 0 | Files Modified: none"
         )
+    if report.command != "doctor" and report.strict_health and report.health and report.exit_code:
+        status += f" | Health findings: {len(report.health)} (--strict-health)"
     notes = [f"Note: {note}" for note in report.notes]
     if report.branch:
         notes.append(f"Branch: {report.branch} ({report.commit})")
@@ -109,6 +124,50 @@ def render_text(report: RepairReport) -> str:
     body = "\n\n".join(blocks)
     tail = "\n".join([*notes, status])
     return f"{body}\n\n{tail}\n" if body else f"{tail}\n"
+
+
+def _doctor_status(report: RepairReport, blocks: list[str]) -> str:
+    """doctor's status line: SUCCESS only for a run with no crash and no finding."""
+    findings = f"Health findings: {len(report.health)}"
+    if report.status is Status.ALREADY_PASSING:
+        if not report.health:
+            blocks.append("The script runs without error under the harness and no health check found anything.")
+        verdict = "SUCCESS" if report.exit_code == 0 else "FAILED"
+        return f"Status: {verdict} | {findings} | Files Modified: none"
+    reason = report.stop_reason
+    return (
+        f"Status: FAILED | Stop reason: {reason.value} ({_STOP_EXPLANATIONS[reason]}) | {findings} | "
+        "Files Modified: none"
+    )
+
+
+def evidence_line(evidence: Mapping[str, Any], limit: int = 400) -> str:
+    """A finding's evidence on one line: ``key=value`` pairs, nested values as compact JSON."""
+    parts = []
+    for key, value in evidence.items():
+        shown = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+        parts.append(f"{key}={shown}")
+    text = ", ".join(parts)
+    return text if len(text) <= limit else text[: limit - 5] + " [...]"
+
+
+def health_block(finding: HealthFinding) -> str:
+    """A health finding as a ``[WARNING] file:line`` block (the offered fix's diff indented)."""
+    lines = [
+        f"[WARNING] {finding.location}",
+        f"Health: {finding.id}",
+        f"Problem: {finding.message}",
+    ]
+    if finding.evidence:
+        lines.append(f"Evidence: {evidence_line(finding.evidence)}")
+    fix = finding.fix
+    if fix is not None:
+        lines.append(
+            f"Offered fix ({fix.get('rule')}, {fix.get('applicability')}; not applied, "
+            f"`repairbot lint --fix` applies it):"
+        )
+        lines.extend(f"  {line}" for line in str(fix.get("diff", "")).rstrip("\n").splitlines())
+    return "\n".join(lines)
 
 
 def report_schema() -> dict[str, Any]:
@@ -181,12 +240,14 @@ def report_to_json(report: RepairReport) -> dict[str, Any]:
             "max_steps": limits.max_steps,
             "stopped_at": limits.stopped_at,
         },
-        "health": [dict(h) for h in report.health],
+        "health": [h.to_json() for h in report.health],
         "environment": dict(report.environment),
         "duration_s": round(report.duration_s, 3),
         "notes": list(report.notes),
         "scratch": report.scratch,
     }
+    if report.command != "fix":
+        data["command"] = report.command
     if report.error:
         data["error"] = report.error
     if report.remaining is not None:

@@ -19,9 +19,9 @@ from typing import Any
 from repairbot import __version__
 from repairbot.classify import candidates
 from repairbot.output.diff import Hunk, PatchError, parse_patch
-from repairbot.output.report import failing_frame, report_to_json
+from repairbot.output.report import evidence_line, failing_frame, report_to_json
 from repairbot.pattern import Pattern
-from repairbot.types import Attempt, Failure, Frame, RepairReport, Span, Status
+from repairbot.types import Attempt, Failure, Frame, HealthFinding, RepairReport, Span, Status
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 UNCLASSIFIED = "unclassified"
@@ -78,6 +78,61 @@ _UNCLASSIFIED_RULE: dict[str, Any] = {
     "defaultConfiguration": {"level": "error"},
     "properties": {"fixes": False, "tags": ["pytorch"], "problem.severity": "error"},
 }
+
+
+# The run-time health checks (silent bugs): id -> (title, what a finding means).
+HEALTH_CHECKS: dict[str, tuple[str, str]] = {
+    "nan-loss": (
+        "The loss is NaN or Inf",
+        "The tensor backward() was called on is not finite: every gradient of that step is NaN and the "
+        "optimizer writes NaN into the weights. The finding names the step and the first module output or "
+        "parameter that went non-finite.",
+    ),
+    "grad-accumulation": (
+        "Gradients are never reset between optimizer steps",
+        "optimizer.step() ran twice with no zero_grad() (nor set_to_none, nor p.grad = None) in between while "
+        "the same gradient tensors kept growing: each step applies the sum of every batch so far. The "
+        "missing-zero-grad lint rule's fix is offered.",
+    ),
+    "dead-parameters": (
+        "Parameters in the optimizer never get a gradient",
+        "Parameters that require grad and are stepped by an optimizer got no gradient in any step of the run "
+        "(a detached path, a layer never used in forward): that part of the model never learns.",
+    ),
+    "frozen-optimizer": (
+        "A model gets gradients but no optimizer holds its parameters",
+        "The model the loss is computed with is not the one the optimizer was built for (the model was "
+        "rebuilt or replaced after the optimizer): optimizer.step() never updates it.",
+    ),
+    "broadcast-loss": (
+        "A loss broadcasts its input against its target",
+        "The loss's input and target have different shapes that broadcast to a larger one ((N, 1) against "
+        "(N,) gives (N, N)): every prediction is compared with every target, with no error and no warning.",
+    ),
+    "device-idle": (
+        "CUDA is available but the model trains on the CPU",
+        "A GPU is there, yet every parameter the optimizer steps lives on the CPU.",
+    ),
+    "data-leakage": (
+        "Evaluation data overlaps the training data",
+        "A DataLoader used for evaluation (no optimizer step, no backward during it) shares samples with a "
+        "training one: the same dataset object, Subsets of one dataset with overlapping indices, or identical "
+        "samples seen in both phases. The overlap count is exact for the first two.",
+    ),
+}
+
+
+def _health_rule(check: str) -> dict[str, Any]:
+    title, text = HEALTH_CHECKS.get(check, (check, "A run-time health check of repairbot."))
+    return {
+        "id": check,
+        "name": "".join(part.capitalize() for part in check.split("-")),
+        "shortDescription": {"text": title},
+        "fullDescription": {"text": text},
+        "help": {"text": text, "markdown": text},
+        "defaultConfiguration": {"level": "warning"},
+        "properties": {"tags": ["pytorch", "health"], "problem.severity": "warning", "kind": "health-check"},
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,6 +260,9 @@ class _Results:
         self.report = report
         self.patterns = patterns
         self.rules = [_rule(p) for p in patterns] + [_UNCLASSIFIED_RULE]
+        known = {rule["id"] for rule in self.rules}
+        health = dict.fromkeys([*HEALTH_CHECKS, *(f.id for f in report.health)])
+        self.rules += [_health_rule(check) for check in health if check not in known]
         self.index = {rule["id"]: i for i, rule in enumerate(self.rules)}
 
     def _rule_id(self, pattern: str | None) -> str:
@@ -266,6 +324,29 @@ class _Results:
             ],
         }
 
+    def health(self, finding: HealthFinding) -> dict[str, Any]:
+        """A health finding: a warning at the user's line, the offered fix as a SARIF fix."""
+        text = finding.message
+        if finding.evidence:
+            text += f"\nEvidence: {evidence_line(finding.evidence)}"
+        location = (
+            _location(finding.file, {"startLine": finding.line} if finding.line else None)
+            if finding.file else _location(self.report.script)
+        )
+        result: dict[str, Any] = {
+            "ruleId": finding.id,
+            "ruleIndex": self.index[finding.id],
+            "level": "warning",
+            "message": {"text": text},
+            "locations": [location],
+        }
+        fix = finding.fix
+        if fix is not None and fix.get("diff"):
+            result["message"]["text"] += f"\n\nOffered fix ({fix.get('rule')}, {fix.get('applicability')}): not applied."
+            result["fixes"] = [self._fix(f"{fix.get('rule')}: the lint rule's fix", str(fix["diff"]))]
+        result["properties"] = {"health": True, "evidence": dict(finding.evidence)}
+        return result
+
     def remaining(self, failure: Failure) -> dict[str, Any]:
         ranked = candidates(failure, self.patterns)
         rule = self._rule_id(ranked[0].pattern.ID if ranked else None)
@@ -295,6 +376,7 @@ def render_sarif(report: RepairReport, patterns: Iterable[Pattern], root: Path |
     ]
     if report.remaining is not None:
         items.append(results.remaining(report.remaining))
+    items.extend(results.health(finding) for finding in report.health)
     invocation: dict[str, Any] = {
         "executionSuccessful": report.status is not Status.ERROR,
         "exitCode": report.exit_code,

@@ -932,6 +932,618 @@ def install_inplace_probe(state, torch):
 
 
 # --------------------------------------------------------------------------------------------
+# Health checks: the silent training bugs a few real steps already show (off with --no-health)
+#
+# Every check reports only what the run showed, once, with the user's source line (the same
+# innermost-user-frame rule as failures) and the evidence behind it. They stay cheap: one
+# finiteness test per module output until the first offender, a pass over the optimizer's
+# parameters per step, and sample hashes of the few batches the harness lets through.
+
+# Functional losses that broadcast input against target without a word. mse/l1/smooth_l1/huber
+# warn ("Using a target size ...": the target-shape pattern fixes that), the BCE ones raise.
+_SILENT_LOSSES = (
+    "kl_div", "soft_margin_loss", "poisson_nll_loss", "hinge_embedding_loss", "multilabel_soft_margin_loss",
+)
+_HEALTH_MAX_SAMPLES = 4096  # sample hashes kept per pass over a DataLoader
+
+
+def _numel(shape):
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
+def _health_site(record):
+    return (record or {}).get("file"), (record or {}).get("line")
+
+
+class HealthProbes:
+    """Watches the run for silent bugs; ``findings()`` says what it saw."""
+
+    def __init__(self, state, torch):
+        self.state = state
+        self.torch = torch
+        self.backwards = 0
+        self.resets = 0  # zero_grad() calls of any optimizer or module
+        self.depth = 0  # modules whose forward is running
+        self.roots = weakref.WeakSet()  # modules called while no other module ran
+        self.called = weakref.WeakSet()
+        self.custom_losses = 0  # user-defined loss modules whose forward is running
+        self._custom_loss_classes = {}
+        self.nan = None
+        self.nonfinite_output = None
+        # what each optimizer's steps showed, as plain data: the script's objects are gone by
+        # the time the findings are written (main() has returned)
+        self.optimizers = weakref.WeakKeyDictionary()  # optimizer -> its record
+        self.records = []
+        self.accumulation = None
+        self.frozen = None
+        self.broadcasts = []
+        self.loaders = weakref.WeakKeyDictionary()  # DataLoader -> (serial, construction site)
+        self.passes = []  # finished passes over DataLoaders
+
+    # installation ---------------------------------------------------------------------------
+    def install(self):
+        torch = self.torch
+        nn = torch.nn
+        self._wrap_backward()
+        for owner in (torch.optim.Optimizer, nn.Module):
+            self._wrap_zero_grad(owner)
+        try:
+            from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+            register_optimizer_step_pre_hook(self.step_pre_hook)
+        except ImportError:  # torch < 2.0: no global optimizer hooks
+            pass
+        nn.modules.module.register_module_forward_pre_hook(self.forward_pre_hook)
+        try:
+            nn.modules.module.register_module_forward_hook(self.forward_hook, always_call=True)
+        except TypeError:  # older torch: no always_call
+            nn.modules.module.register_module_forward_hook(self.forward_hook)
+        self._loss_base = getattr(nn.modules.loss, "_Loss", None)
+        for name in _SILENT_LOSSES:
+            self._wrap_loss(name)
+        self._wrap_dataloader()
+
+    def _wrap_backward(self):
+        autograd = self.torch.autograd
+        real_backward = autograd.backward
+        probes = self
+
+        def backward(tensors, *args, **kwargs):
+            probes.backwards += 1
+            if probes.nan is None and isinstance(tensors, probes.torch.Tensor):
+                probes.check_loss(tensors)
+            return real_backward(tensors, *args, **kwargs)
+
+        backward.__doc__, backward.__wrapped__ = real_backward.__doc__, real_backward
+        autograd.backward = backward
+
+    def _wrap_zero_grad(self, owner):
+        real = owner.zero_grad
+        probes = self
+
+        def zero_grad(self, *args, **kwargs):
+            probes.resets += 1
+            return real(self, *args, **kwargs)
+
+        zero_grad.__doc__, zero_grad.__wrapped__ = real.__doc__, real
+        owner.zero_grad = zero_grad
+
+    def _wrap_loss(self, name):
+        functional = self.torch.nn.functional
+        real = getattr(functional, name, None)
+        if real is None:
+            return
+        probes = self
+
+        def loss(input, target, *args, **kwargs):
+            if not probes.custom_losses:
+                probes.check_broadcast(name, input, target)
+            return real(input, target, *args, **kwargs)
+
+        loss.__name__, loss.__doc__, loss.__wrapped__ = name, real.__doc__, real
+        setattr(functional, name, loss)
+
+    def _wrap_dataloader(self):
+        from torch.utils.data import DataLoader
+
+        real_init = DataLoader.__init__
+        real_iter = DataLoader.__iter__
+        probes = self
+
+        def dataloader_init(self, *args, **kwargs):
+            real_init(self, *args, **kwargs)
+            try:
+                probes.loaders[self] = (len(probes.loaders) + len(probes.passes), user_call_site())
+            except TypeError:
+                pass
+
+        def dataloader_iter(self):
+            return probes.watch_pass(self, real_iter(self))
+
+        DataLoader.__init__ = dataloader_init
+        DataLoader.__iter__ = dataloader_iter
+
+    # hooks ---------------------------------------------------------------------------------
+    def _is_custom_loss(self, module):
+        """A loss the user wrote: a ``_Loss`` subclass, or a module whose class is named so."""
+        cls = type(module)
+        known = self._custom_loss_classes.get(cls)
+        if known is None:
+            known = not (cls.__module__ or "").startswith("torch.") and (
+                (self._loss_base is not None and issubclass(cls, self._loss_base))
+                or "loss" in cls.__name__.lower()
+            )
+            self._custom_loss_classes[cls] = known
+        return known
+
+    def forward_pre_hook(self, module, args):
+        if self.depth == 0:
+            self.roots.add(module)
+        self.depth += 1
+        self.called.add(module)
+        if self._is_custom_loss(module):
+            self.custom_losses += 1
+        return None
+
+    def forward_hook(self, module, args, output):
+        self.depth = max(0, self.depth - 1)
+        if self._is_custom_loss(module):
+            self.custom_losses = max(0, self.custom_losses - 1)
+            if len(args) >= 2:
+                self.check_broadcast(type(module).__name__, args[0], args[1])
+        if self.nonfinite_output is None and self.nan is None:
+            tensor = output[0] if isinstance(output, (tuple, list)) and output else output
+            if isinstance(tensor, self.torch.Tensor) and tensor.is_floating_point() and tensor.numel() \
+                    and not bool(self.torch.isfinite(tensor.detach()).all()):
+                self.nonfinite_output = {"module": module, "step": self.state.steps, "shape": _shape(tensor)}
+        return None
+
+    def step_pre_hook(self, optimizer, args, kwargs):
+        record = self.optimizers.get(optimizer)
+        if record is None:
+            record = {"type": type(optimizer).__name__, "steps": 0, "live_steps": 0, "site": None,
+                      "last": None, "params": {}, "devices": set()}
+            self.optimizers[optimizer] = record
+            self.records.append(record)
+        record["steps"] += 1
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        holding = [p for p in params if p.grad is not None]
+        if self.frozen is None and self.state.steps < 5:
+            self._check_frozen()
+        if not holding:
+            return None
+        record["live_steps"] += 1
+        if record["site"] is None:
+            record["site"] = user_call_site()
+        self._note_parameters(record, params)
+        if self.accumulation is None:
+            self._check_accumulation(optimizer, record, holding)
+        return None
+
+    # checks --------------------------------------------------------------------------------
+    def check_loss(self, loss):
+        torch = self.torch
+        try:
+            if not loss.is_floating_point() or bool(torch.isfinite(loss.detach()).all()):
+                return
+        except Exception:
+            return
+        value = float(loss.detach().reshape(-1)[0]) if loss.numel() else None
+        evidence = {"step": self.state.steps + 1, "backward_calls": self.backwards,
+                    "value": str(value), "shape": _shape(loss), "dtype": str(loss.dtype).replace("torch.", "")}
+        culprit = None
+        names = self._parameter_names()
+        for root in self._root_modules():
+            for name, p in root.named_parameters():
+                if p.is_floating_point() and not bool(torch.isfinite(p.detach()).all()):
+                    evidence["first_nonfinite_parameter"] = "%s.%s" % (type(root).__name__, name)
+                    culprit = culprit or "parameter %s.%s" % (type(root).__name__, name)
+                    break
+            if "first_nonfinite_parameter" in evidence:
+                break
+        seen = self.nonfinite_output
+        if seen is not None and seen["module"] is not None:
+            module = seen["module"]
+            described = self._module_name(module, names) or type(module).__name__
+            evidence["first_nonfinite_output"] = {
+                "module": described, "type": type(module).__name__, "step": seen["step"] + 1,
+                "shape": seen["shape"], "built_at": _short_site(self.state.module_sites.get(module)),
+            }
+            culprit = culprit or "the output of %s (%s)" % (described, type(module).__name__)
+        site = user_call_site()
+        message = "the loss passed to backward() is %s at optimizer step %d" % (value, self.state.steps + 1)
+        if culprit:
+            message += "; the first non-finite value seen: %s" % culprit
+        else:
+            message += " while every module output and parameter was finite: the loss computation made it"
+        self.nan = self._finding("nan-loss", site, message, evidence)
+
+    def _note_parameters(self, record, params):
+        """Which parameters have had a gradient at a step; those that never had one are
+        described (module, where it was built) while the objects are alive."""
+        seen = record["params"]
+        unnamed = []
+        for p in params:
+            info = seen.get(id(p))
+            if info is None:
+                info = seen[id(p)] = {"grad": False, "requires_grad": True, "name": None}
+                record["devices"].add(p.device.type)
+            info["requires_grad"] = bool(p.requires_grad)
+            if p.grad is not None:
+                info["grad"] = True
+            elif info["requires_grad"]:
+                unnamed.append((p, info))
+        if not unnamed:
+            return
+        names = self._parameter_names()
+        for p, info in unnamed:
+            if id(p) not in names:
+                continue
+            root, name = names[id(p)]
+            owner = name.rpartition(".")[0]
+            try:
+                module = root.get_submodule(owner) if owner else root
+            except Exception:
+                module = None
+            info["name"] = name
+            info["module"] = "%s.%s" % (type(root).__name__, owner) if owner else type(root).__name__
+            info["type"] = type(module).__name__ if module is not None else None
+            info["site"] = self.state.module_sites.get(module) if module is not None else None
+            info["called"] = module in self.called if module is not None else None
+
+    def _check_accumulation(self, optimizer, record, holding):
+        torch = self.torch
+        grads = [p.grad for p in holding]
+        if any(g.is_sparse for g in grads):
+            return
+        try:
+            norms = torch._foreach_norm(grads) if hasattr(torch, "_foreach_norm") else [g.norm() for g in grads]
+            norm = float(torch.stack([n.float() for n in norms]).norm())
+        except Exception:
+            return
+        snapshot = {"resets": self.resets, "backwards": self.backwards, "norm": norm,
+                    "grads": dict((id(p), (p.grad, p.grad._version)) for p in holding)}
+        last, record["last"] = record["last"], snapshot
+        if last is None or snapshot["resets"] != last["resets"]:
+            return
+        ran = snapshot["backwards"] - last["backwards"]
+        if ran < 1 or set(snapshot["grads"]) != set(last["grads"]):
+            return
+        for key, (grad, version) in snapshot["grads"].items():
+            old_grad, old_version = last["grads"][key]
+            # the same tensors, changed only by the backward passes adding to them (a reset
+            # in place, clipping or p.grad = None would show as more changes or new tensors)
+            if grad is not old_grad or not 1 <= version - old_version <= ran:
+                return
+        if not norm > last["norm"] * (1.0 + 1e-6):
+            return
+        message = (
+            "optimizer.step() ran twice with no zero_grad() in between: the gradients of %d "
+            "parameter tensors kept accumulating (gradient norm %.4g -> %.4g over %d backward "
+            "call%s)" % (len(holding), last["norm"], norm, ran, "" if ran == 1 else "s")
+        )
+        evidence = {"optimizer": type(optimizer).__name__, "step": record["steps"],
+                    "grad_norm_before": float("%.4g" % last["norm"]), "grad_norm_after": float("%.4g" % norm),
+                    "backward_calls_between": ran, "parameters": len(holding)}
+        self.accumulation = self._finding("grad-accumulation", user_call_site(), message, evidence)
+
+    def _check_frozen(self):
+        in_optimizers = set()
+        for optimizer in list(self.optimizers.keys()):
+            for group in optimizer.param_groups:
+                in_optimizers.update(id(p) for p in group["params"])
+        optimizer_types = sorted(r["type"] for r in self.records)
+        for root in self._root_modules():
+            params = list(root.parameters())
+            if not params or any(id(p) in in_optimizers for p in params):
+                continue
+            trained = [p for p in params if p.requires_grad and p.grad is not None]
+            if not trained:
+                continue
+            site = self.state.module_sites.get(root)
+            message = (
+                "%s gets gradients for %d parameter tensors, but no optimizer holds any of its "
+                "parameters: optimizer.step() never updates it (was the optimizer built for another "
+                "instance of the model?)" % (type(root).__name__, len(trained))
+            )
+            evidence = {"module": type(root).__name__, "built_at": _short_site(site),
+                        "parameters_with_grad": len(trained), "parameters": len(params),
+                        "optimizers": optimizer_types,
+                        "optimizer_parameters": len(in_optimizers)}
+            self.frozen = self._finding("frozen-optimizer", site or user_call_site(), message, evidence)
+            return
+
+    def check_broadcast(self, name, input, target):
+        torch = self.torch
+        if len(self.broadcasts) >= 3 or not isinstance(input, torch.Tensor) or not isinstance(target, torch.Tensor):
+            return
+        a, b = tuple(input.shape), tuple(target.shape)
+        if a == b:
+            return
+        try:
+            shape = tuple(torch.broadcast_shapes(a, b))
+        except Exception:
+            return
+        if _numel(shape) <= max(_numel(a), _numel(b)):
+            return
+        if any(item["evidence"]["input_shape"] == list(a) and item["evidence"]["target_shape"] == list(b)
+               for item in self.broadcasts):
+            return
+        message = (
+            "%s compares input %s with target %s: they broadcast to %s, so every prediction is "
+            "compared with every target (no error, no warning)"
+            % (name, _shape_text(a), _shape_text(b), _shape_text(shape))
+        )
+        evidence = {"loss": name, "input_shape": list(a), "target_shape": list(b),
+                    "broadcast_shape": list(shape), "step": self.state.steps + 1}
+        self.broadcasts.append(self._finding("broadcast-loss", user_call_site(), message, evidence))
+
+    # data leakage ----------------------------------------------------------------------------
+    def watch_pass(self, loader, iterator):
+        steps, backwards = self.state.steps, self.backwards
+        hashes = {}
+        batches = 0
+        try:
+            for batch in iterator:
+                batches += 1
+                if len(hashes) < _HEALTH_MAX_SAMPLES:
+                    try:
+                        self._hash_samples(batch, hashes)
+                    except Exception:
+                        pass
+                yield batch
+        finally:
+            if batches:
+                serial, site = self.loaders.get(loader, (None, None))
+                self.passes.append({
+                    "loader": serial if serial is not None else -len(self.passes) - 1, "site": site,
+                    "dataset": getattr(loader, "dataset", None),
+                    "train": self.state.steps > steps or self.backwards > backwards,
+                    "hashes": hashes, "batches": batches,
+                })
+
+    def _hash_samples(self, batch, hashes):
+        torch = self.torch
+        leaves = []
+
+        def collect(value):
+            if isinstance(value, torch.Tensor):
+                leaves.append(value)
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    collect(item)
+            elif isinstance(value, dict):
+                for key in sorted(value, key=str):
+                    collect(value[key])
+
+        collect(batch)
+        if not leaves or leaves[0].dim() == 0:
+            return
+        rows = leaves[0].shape[0]
+        digests = [hashlib.sha1() for _ in range(rows)]
+        for tensor in leaves:
+            if tensor.dim() == 0 or tensor.shape[0] != rows:
+                continue
+            flat = tensor.detach().cpu().contiguous()
+            try:
+                data = flat.numpy().tobytes()
+            except Exception:
+                data = repr(flat.tolist()).encode()
+            size = len(data) // rows if rows else 0
+            for i in range(rows):
+                digests[i].update(data[i * size:(i + 1) * size])
+        for digest in digests:
+            key = digest.hexdigest()
+            hashes[key] = hashes.get(key, 0) + 1
+
+    def _resolve_dataset(self, dataset):
+        """(base dataset, indices into it or None for all of it), through nested Subsets."""
+        from torch.utils.data import Subset
+
+        indices = None
+        while isinstance(dataset, Subset):
+            own = list(dataset.indices)
+            indices = own if indices is None else [own[i] for i in indices]
+            dataset = dataset.dataset
+        return dataset, indices
+
+    def _leakage(self):
+        train = [p for p in self.passes if p["train"]]
+        evals = [p for p in self.passes if not p["train"]]
+        if not train or not evals:
+            return None
+        train_loaders = set(p["loader"] for p in train)
+        train_hashes = set()
+        for p in train:
+            train_hashes.update(h for h, n in p["hashes"].items() if n == 1)
+        candidates = []
+        seen_loaders = set()
+        for p in evals:
+            loader = p["loader"]
+            if loader in train_loaders or loader in seen_loaders:
+                continue  # a training loader evaluated again (training accuracy): not a leak
+            seen_loaders.add(loader)
+            found = self._overlap(p, train, train_hashes)
+            if found is not None:
+                candidates.append((p, found))
+        if not candidates:
+            return None
+        # evaluating on the very training dataset beside a separate validation set is most
+        # likely a training-accuracy measurement: only a split that overlaps is reported then
+        clean = len(seen_loaders) > len(candidates)
+        for evaluation, (how, overlap, total, training) in candidates:
+            if how == "the same dataset object" and clean:
+                continue
+            site, train_site = evaluation["site"], training["site"]
+            message = (
+                "the evaluation DataLoader shares %d samples with the training one (%s): the "
+                "evaluation measures data the model trains on" % (overlap, how)
+            )
+            evidence = {"overlap": overlap, "how": how, "evaluation_samples": total,
+                        "evaluation_loader": _short_site(site), "training_loader": _short_site(train_site)}
+            return self._finding("data-leakage", site, message, evidence)
+        return None
+
+    def _overlap(self, evaluation, train, train_hashes):
+        """(how, overlap count, evaluation samples, training loader) or None."""
+        eval_base, eval_indices = self._resolve_dataset(evaluation["dataset"])
+        structural = False
+        for p in train:
+            base, indices = self._resolve_dataset(p["dataset"])
+            if base is None or base is not eval_base:
+                continue
+            structural = True
+            try:
+                size = len(base)
+            except Exception:
+                size = None
+            if indices is None and eval_indices is None:
+                if size:
+                    return "the same dataset object", size, size, p
+                continue
+            if indices is None or eval_indices is None:
+                shared = len(set(eval_indices if indices is None else indices))
+                total = len(set(eval_indices)) if eval_indices is not None else size
+                how = "Subsets of one dataset: one covers all of it"
+            else:
+                shared = len(set(indices) & set(eval_indices))
+                total = len(set(eval_indices))
+                how = "Subsets of one dataset with overlapping indices"
+            if shared:
+                return how, shared, total, p
+        if structural:
+            return None  # split from one dataset, disjoint: its indices say so exactly
+        eval_hashes = set(h for h, n in evaluation["hashes"].items() if n == 1)
+        shared = len(eval_hashes & train_hashes)
+        if not shared:
+            return None
+        return "identical samples seen in both phases of this run", shared, len(eval_hashes), train[0]
+
+    # findings ----------------------------------------------------------------------------------
+    def _root_modules(self):
+        """The outermost modules called, without those inside another one."""
+        roots = list(self.roots)
+        inner = set()
+        for root in roots:
+            for child in root.modules():
+                if child is not root:
+                    inner.add(id(child))
+        return [r for r in roots if id(r) not in inner]
+
+    def _parameter_names(self):
+        names = {}
+        for root in self._root_modules():
+            for name, p in root.named_parameters():
+                names.setdefault(id(p), (root, name))
+        return names
+
+    def _module_name(self, module, names):
+        for root in self._root_modules():
+            if root is module:
+                return type(root).__name__
+            for name, child in root.named_modules():
+                if child is module:
+                    return "%s.%s" % (type(root).__name__, name)
+        return None
+
+    def _dead_parameters(self):
+        dead = {}  # module -> its parameters that never had a gradient, in order
+        steps = 0
+        optimizers = []
+        for record in self.records:
+            if not record["live_steps"]:
+                continue
+            steps = max(steps, record["live_steps"])
+            for info in record["params"].values():
+                if info["grad"] or not info["requires_grad"] or not info["name"]:
+                    continue
+                entry = dead.setdefault(info["module"], {
+                    "module": info["module"], "type": info["type"], "parameters": [],
+                    "built_at": _short_site(info["site"]), "forward_called": info["called"], "site": info["site"],
+                })
+                if info["name"] not in entry["parameters"]:
+                    entry["parameters"].append(info["name"])
+                if record["type"] not in optimizers:
+                    optimizers.append(record["type"])
+        if not dead:
+            return None
+        described = list(dead.values())
+        site = next((d["site"] for d in described if d["site"]), None)
+        for d in described:
+            del d["site"]
+        count = sum(len(d["parameters"]) for d in described)
+        listed = ", ".join(
+            "%s (%s%s)" % (d["module"], d["type"], "" if d["forward_called"] else ", never called")
+            for d in described[:5]
+        )
+        message = (
+            "%d parameter tensor%s that require grad and are in the optimizer got no gradient in "
+            "%d optimizer step%s: %s" % (count, "" if count == 1 else "s", steps, "" if steps == 1 else "s", listed)
+        )
+        evidence = {"modules": described, "steps": steps, "optimizers": optimizers}
+        site = site or next((r["site"] for r in self.records if r["site"]), None)
+        return self._finding("dead-parameters", site, message, evidence)
+
+    def _device_idle(self):
+        torch = self.torch
+        try:
+            if not torch.cuda.is_available():
+                return None
+            count = torch.cuda.device_count()
+        except Exception:
+            return None
+        live = [r for r in self.records if r["live_steps"]]
+        devices = set()
+        params = 0
+        for record in live:
+            devices.update(record["devices"])
+            params += len(record["params"])
+        if not params or devices != set(["cpu"]):
+            return None
+        message = (
+            "CUDA is available (%d device%s) but every parameter the optimizer steps is on the CPU: "
+            "the model trains on the CPU" % (count, "" if count == 1 else "s")
+        )
+        evidence = {"cuda_devices": count, "parameter_tensors": params, "parameter_devices": sorted(devices),
+                    "optimizers": [r["type"] for r in live]}
+        return self._finding("device-idle", live[0]["site"], message, evidence)
+
+    def _finding(self, check, site, message, evidence):
+        file, line = _health_site(site)
+        return {"id": check, "file": file, "line": line, "message": message, "evidence": evidence}
+
+    def findings(self):
+        found = []
+        for check in (lambda: self.nan, lambda: self.accumulation, self._dead_parameters,
+                      lambda: self.frozen, lambda: self.broadcasts, self._device_idle, self._leakage):
+            try:
+                result = check()
+            except Exception:  # a check's own failure must never cost the run its evidence
+                continue
+            if isinstance(result, list):
+                found.extend(result)
+            elif result is not None:
+                found.append(result)
+        return found
+
+
+def _shape_text(shape):
+    return "(%s)" % ", ".join(str(s) for s in shape) if len(shape) != 1 else "(%d,)" % shape[0]
+
+
+HEALTH = None
+
+
+def install_health_probes(state, torch):
+    global HEALTH
+    HEALTH = HealthProbes(state, torch)
+    HEALTH.install()
+
+
+# --------------------------------------------------------------------------------------------
 # Evidence
 
 
@@ -1146,6 +1758,7 @@ def write_evidence(outcome, exit_code, exception=None):
         "probes": sorted(STATE.probes) if STATE else [],
         "inplace_ops": STATE.inplace_ops if STATE else None,
         "unsafe_globals": STATE.unsafe_globals if STATE else None,
+        "health": HEALTH.findings() if HEALTH is not None else None,
         "imported_files": _imported_user_files(CONFIG["script"]),
         "environment": _environment(torch),
         "files": {
@@ -1239,6 +1852,8 @@ def run(config_path):
             recorder = install_inplace_probe(STATE, torch)
         if "unsafe-globals" in STATE.probes:
             install_unsafe_globals_probe(STATE, torch)
+        if CONFIG.get("limits", {}).get("health", True):
+            install_health_probes(STATE, torch)
     install_argparse_probe(STATE)
     if "target-size-warning" in STATE.probes:
         install_target_size_probe()

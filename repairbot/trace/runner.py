@@ -47,6 +47,7 @@ class Limits:
     force_batch_size: bool = True
     cut_batches: bool = True
     step_budget: bool = True
+    health: bool = True  # the run-time health checks (off with --no-health)
 
     def without_batch_forcing(self) -> Limits:
         return replace(self, force_batch_size=False)
@@ -59,6 +60,7 @@ class Limits:
             "force_batch_size": self.force_batch_size,
             "cut_batches": self.cut_batches,
             "step_budget": self.step_budget,
+            "health": self.health,
         }
 
 

@@ -1,0 +1,275 @@
+"""The run-time health checks: each check on its fixtures, the look-alikes that must stay
+silent, and the parent side (reports, exit codes) from hand-written evidence.
+
+The end-to-end tests run the real ``repairbot doctor`` once per ``fixtures/health_*`` folder
+(its ``case.toml`` lists the findings expected in ``health``); two more runs check ``fix``'s
+``--strict-health`` and ``--no-health``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repairbot.evidence import evidence_from_json
+from repairbot.loop import collect_health
+from repairbot.output.markdown import render_markdown
+from repairbot.output.report import render_json, render_text
+from repairbot.output.sarif import HEALTH_CHECKS, render_sarif
+from repairbot.registry import all_patterns
+from repairbot.trace.runner import BOOTSTRAP
+from repairbot.types import HealthFinding, RepairReport, RunLimits, Status, StopReason
+from tests.support import (
+    PYTHON,
+    Fixture,
+    commit_all,
+    copy_project,
+    fixtures,
+    init_repo,
+    run_cli,
+    snapshot,
+)
+from tests.test_reports import validate_report, validate_sarif
+
+HEALTH_FIXTURES = [f for f in fixtures() if "health" in f.config]
+CHECKS = ("nan-loss", "grad-accumulation", "dead-parameters", "frozen-optimizer", "broadcast-loss",
+          "device-idle", "data-leakage")
+
+
+def prepare(fixture: Fixture, tmp_path: Path) -> Path:
+    repo = init_repo(tmp_path / "repo")
+    copy_project(fixture.folder, repo)
+    commit_all(repo)
+    return repo
+
+
+def test_every_check_has_a_fixture_that_triggers_it_and_look_alikes() -> None:
+    triggered = {check for f in HEALTH_FIXTURES for check in f.config["health"]}
+    # device-idle needs a GPU: its child-side test below fakes one
+    assert triggered == set(CHECKS) - {"device-idle"}
+    assert sum(not f.config["health"] for f in HEALTH_FIXTURES) >= 3
+    assert set(HEALTH_CHECKS) == set(CHECKS)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("fixture", HEALTH_FIXTURES, ids=[f.name for f in HEALTH_FIXTURES])
+def test_doctor_finds_exactly_the_fixtures_bugs(fixture: Fixture, tmp_path: Path) -> None:
+    repo = prepare(fixture, tmp_path)
+    before = snapshot(repo)
+    result = run_cli(
+        "doctor", fixture.config.get("script", "train.py"), "--json", str(tmp_path / "r.json"),
+        "--sarif", str(tmp_path / "r.sarif"), "--markdown", str(tmp_path / "r.md"), cwd=repo,
+    )
+    output = result.stdout + result.stderr
+    expected = fixture.config["health"]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert [h["id"] for h in report["health"]] == expected, output
+    assert result.returncode == (1 if expected else 0), output
+    assert report["status"] == "already-passing" and report["command"] == "doctor"
+    validate_report(report)
+    sarif = json.loads((tmp_path / "r.sarif").read_text())
+    validate_sarif(sarif)
+    warnings = [r for r in sarif["runs"][0]["results"] if r["level"] == "warning"]
+    assert [r["ruleId"] for r in warnings] == expected
+    markdown = (tmp_path / "r.md").read_text()
+    assert "### Health checks" in markdown
+    for finding in report["health"]:
+        assert finding["file"] == "train.py" and finding["line"] >= 1, finding
+        assert f"[WARNING] train.py:{finding['line']}" in result.stdout
+        assert f"`{finding['id']}`" in markdown
+    assert snapshot(repo) == before  # doctor writes nothing
+    if "grad-accumulation" in expected:
+        (finding,) = report["health"]
+        assert finding["fix"]["rule"] == "missing-zero-grad" and finding["fix"]["applicability"] == "safe"
+        assert "+            optimizer.zero_grad()\n" in finding["fix"]["diff"]
+        assert (repo / "train.py").read_text().count("zero_grad") == 0  # offered, never applied
+    if "data-leakage" in expected:
+        assert report["health"][0]["evidence"]["overlap"] == 24
+    if "dead-parameters" in expected:
+        modules = [m["module"] for m in report["health"][0]["evidence"]["modules"]]
+        assert modules == ["Net.encoder.0", "Net.encoder.2"]
+
+
+@pytest.mark.torch
+def test_fix_reports_health_and_strict_health_sets_the_exit_code(tmp_path: Path) -> None:
+    fixture = next(f for f in HEALTH_FIXTURES if f.name == "health_grad_accumulation")
+    repo = prepare(fixture, tmp_path)
+    result = run_cli("fix", "train.py", "--dry-run", "--strict-health", "--json", str(tmp_path / "r.json"), cwd=repo)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert report["status"] == "already-passing" and [h["id"] for h in report["health"]] == ["grad-accumulation"]
+    validate_report(report)
+    text = result.stdout
+    assert text.index("[WARNING] train.py:") < text.index("Status: SUCCESS")
+    assert "Health findings: 1 (--strict-health)" in text
+
+
+@pytest.mark.torch
+def test_no_health_turns_the_checks_off(tmp_path: Path) -> None:
+    fixture = next(f for f in HEALTH_FIXTURES if f.name == "health_nan_loss")
+    repo = prepare(fixture, tmp_path)
+    result = run_cli("fix", "train.py", "--dry-run", "--no-health", "--json", "-", cwd=repo)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["health"] == []
+    assert "[WARNING]" not in result.stderr
+
+
+def test_no_health_and_strict_health_exclude_each_other(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    result = run_cli("fix", "train.py", "--dry-run", "--no-health", "--strict-health", cwd=tmp_path)
+    assert result.returncode == 2 and "exclude each other" in result.stderr
+
+
+def test_doctor_refuses_bad_input(tmp_path: Path) -> None:
+    result = run_cli("doctor", "missing.py", cwd=tmp_path)
+    assert result.returncode == 2 and "no such file" in result.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# Child side: device-idle needs a GPU; the probes run here with torch.cuda faked available
+
+
+DEVICE_IDLE = """
+import importlib.util, json, sys
+import torch
+spec = importlib.util.spec_from_file_location("bootstrap", {bootstrap!r})
+bootstrap = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bootstrap)
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 1
+bootstrap.STATE = bootstrap.RunState({{"limits": {{}}}})
+bootstrap.install_health_probes(bootstrap.STATE, torch)
+model = torch.nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    model(torch.randn(4, 3)).pow(2).mean().backward()
+    opt.step()
+print(json.dumps(bootstrap.HEALTH.findings()))
+"""
+
+
+@pytest.mark.torch
+def test_device_idle_fires_where_cuda_is_available_and_the_model_stays_on_the_cpu(tmp_path: Path) -> None:
+    script = tmp_path / "idle.py"
+    script.write_text(DEVICE_IDLE.format(bootstrap=str(BOOTSTRAP)))
+    result = subprocess.run([PYTHON, str(script)], capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+    (finding,) = json.loads(result.stdout.splitlines()[-1])
+    assert finding["id"] == "device-idle" and finding["file"] == str(script) and finding["line"] == 16  # opt.step()
+    assert finding["evidence"] == {
+        "cuda_devices": 1, "parameter_tensors": 2, "parameter_devices": ["cpu"], "optimizers": ["SGD"],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Parent side, from hand-written evidence
+
+
+def _evidence(root: Path, health: list[dict[str, Any]] | None) -> dict[str, Any]:
+    return {
+        "schema": "repairbot.evidence/1", "outcome": "passed", "exit_code": 0, "exception": None,
+        "limits": {}, "environment": {"python": "3.11.7", "torch": "2.13.0", "cuda_available": True},
+        "health": health,
+    }
+
+
+def _report(health: tuple[HealthFinding, ...], **changes: Any) -> RepairReport:
+    base: dict[str, Any] = dict(
+        script="train.py", status=Status.ALREADY_PASSING, stop_reason=StopReason.PASSING, attempts=(),
+        diff="", files_modified=(), run_limits=RunLimits(), environment={"python": "3.11.7"},
+        duration_s=1.0, health=health,
+    )
+    base.update(changes)
+    return RepairReport(**base)
+
+
+def test_health_findings_from_evidence_are_relative_and_offer_the_lint_fix(tmp_path: Path) -> None:
+    train = tmp_path / "train.py"
+    train.write_text(textwrap.dedent("""\
+        import torch
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+    """))
+    raw = [
+        {"id": "device-idle", "file": str(train), "line": 5, "message": "CUDA is available (1 device) but ...",
+         "evidence": {"cuda_devices": 1, "parameter_tensors": 2, "parameter_devices": ["cpu"]}},
+        {"id": "grad-accumulation", "file": str(train), "line": 5, "message": "optimizer.step() ran twice ...",
+         "evidence": {"step": 2, "built_at": f"{train}:2"}},
+        {"file": "x.py"},  # malformed: skipped
+    ]
+    evidence = evidence_from_json(_evidence(tmp_path, raw))
+    assert evidence.health is not None and len(evidence.health) == 2
+    findings = collect_health(evidence.health, tmp_path, lambda path: path.read_bytes())
+    idle, accumulation = findings
+    assert (idle.file, idle.line, idle.fix) == ("train.py", 5, None)
+    assert accumulation.evidence["built_at"] == "train.py:2"
+    assert accumulation.fix is not None and accumulation.fix["rule"] == "missing-zero-grad"
+    assert "+    optimizer.zero_grad()\n" in accumulation.fix["diff"]
+    assert evidence_from_json(_evidence(tmp_path, None)).health is None
+
+
+@pytest.mark.parametrize(("command", "strict", "status", "health", "code"), [
+    ("fix", False, Status.ALREADY_PASSING, True, 0),
+    ("fix", True, Status.ALREADY_PASSING, True, 1),
+    ("fix", True, Status.ALREADY_PASSING, False, 0),
+    ("fix", True, Status.GAVE_UP, True, 1),
+    ("doctor", False, Status.ALREADY_PASSING, False, 0),
+    ("doctor", False, Status.ALREADY_PASSING, True, 1),
+    ("doctor", False, Status.ERROR, False, 2),
+])
+def test_exit_codes(command: str, strict: bool, status: Status, health: bool, code: int) -> None:
+    finding = HealthFinding(id="nan-loss", message="the loss is nan", file="train.py", line=3)
+    reason = {Status.ALREADY_PASSING: StopReason.PASSING, Status.GAVE_UP: StopReason.NO_PATTERN,
+              Status.ERROR: StopReason.BAD_INPUT}[status]
+    report = _report((finding,) if health else (), command=command, strict_health=strict, status=status,
+                     stop_reason=reason, error="bad" if status is Status.ERROR else None)
+    assert report.exit_code == code
+
+
+def test_every_report_shows_the_findings(tmp_path: Path) -> None:
+    findings = (
+        HealthFinding(
+            id="device-idle", message="CUDA is available (1 device) but every parameter ... is on the CPU",
+            file="train.py", line=18, evidence={"cuda_devices": 1, "parameter_devices": ["cpu"]},
+        ),
+        HealthFinding(
+            id="grad-accumulation", message="optimizer.step() ran twice with no zero_grad() <b>in between</b>",
+            file="train.py", line=5, evidence={"step": 2},
+            fix={"rule": "missing-zero-grad", "applicability": "safe",
+                 "diff": "--- a/train.py\n+++ b/train.py\n@@ -2,3 +2,4 @@\n for x, y in loader:\n+    optimizer.zero_grad()\n     loss = f(x)\n     loss.backward()\n"},
+        ),
+    )
+    (tmp_path / "train.py").write_text("import torch\nfor x, y in loader:\n    loss = f(x)\n    loss.backward()\n    optimizer.step()\n")
+    report = _report(findings, command="doctor")
+    text = render_text(report)
+    assert text.index("[WARNING] train.py:18\nHealth: device-idle\nProblem: CUDA") < text.index("Status: FAILED | Health findings: 2")
+    assert "Offered fix (missing-zero-grad, safe;" in text and "  +    optimizer.zero_grad()" in text
+    data = json.loads(render_json(report))
+    validate_report(data)
+    assert data["command"] == "doctor" and data["health"][1]["fix"]["rule"] == "missing-zero-grad"
+    markdown = render_markdown(report, tmp_path)
+    assert "#### ⚠️ `device-idle` at `train.py:18`" in markdown and "<b>" not in markdown
+    sarif = json.loads(render_sarif(report, all_patterns(), tmp_path))
+    validate_sarif(sarif)
+    run = sarif["runs"][0]
+    rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
+    assert set(CHECKS) <= set(rules)
+    assert [(r["ruleId"], r["level"], rules[r["ruleIndex"]]) for r in run["results"]] == [
+        ("device-idle", "warning", "device-idle"), ("grad-accumulation", "warning", "grad-accumulation"),
+    ]
+    assert run["results"][1]["fixes"][0]["artifactChanges"][0]["replacements"] == [
+        {"deletedRegion": {"startLine": 3, "startColumn": 1, "endLine": 3, "endColumn": 1},
+         "insertedContent": {"text": "    optimizer.zero_grad()\n"}},
+    ]
+    assert run["invocations"][0]["exitCode"] == 1
+    # a fix report with no findings keeps its old look
+    quiet = _report(())
+    assert "[WARNING]" not in render_text(quiet) and "Health checks" not in render_markdown(quiet, tmp_path)
