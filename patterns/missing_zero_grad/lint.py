@@ -79,6 +79,16 @@ class MissingZeroGrad(LintRule):
 
     VALID = (
         Valid("""
+            import torch.distributed.autograd as dist_autograd
+            from torch.distributed.optim import DistributedOptimizer
+            opt = DistributedOptimizer(torch.optim.SGD, params, lr=0.03)
+            for x, y in loader:
+                with dist_autograd.context() as context_id:
+                    loss = criterion(model(x), y)
+                    dist_autograd.backward(context_id, [loss])
+                    opt.step(context_id)
+        """),
+        Valid("""
             import torch
             for x, y in loader:
                 optimizer.zero_grad()
@@ -236,14 +246,20 @@ class MissingZeroGrad(LintRule):
         conditional = any(isinstance(n, cst.If | cst.IfExp | cst.Try | cst.Match) for n in between)
         self.steps.append((node, optimizer, loop, conditional))
 
+    def _accumulates(self, call: cst.Call) -> bool:
+        """A backward pass that adds to ``.grad`` (distributed autograd's keeps its gradients
+        in the context of each ``with dist_autograd.context()``, nothing to reset)."""
+        if self.context.is_torch(call.func, "torch.distributed.autograd.backward"):
+            return False
+        return is_method_call(call, "backward") or self.context.is_torch(call.func, "torch.autograd.backward")
+
     def leave_Module(self, node: cst.Module) -> None:
         reported: set[cst.CSTNode] = set()
         for _step, optimizer, loop, conditional in self.steps:
             name = dotted_name(optimizer)
             if loop in reported or name is None or not optimizer_like(name, self.optimizers):
                 continue
-            if not any(is_method_call(c, "backward") or self.context.is_torch(c.func, "torch.autograd.backward")
-                       for c in calls_within(loop)):
+            if not any(self._accumulates(c) for c in calls_within(loop)):
                 continue
             if any(resets_gradients(n) for n in within(loop)):
                 continue
