@@ -40,10 +40,11 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _TYPOGRAPHIC_QUOTES = str.maketrans(
     {"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'", "\u2019": "'", "\u201a": "'"}
 )
-# Prefixes a transport puts on every line: GitHub Actions timestamps, torchrun's "[rank0]:",
-# docker compose's "service_1  | ". Always removed.
+# Prefixes a transport puts on every line: GitHub Actions timestamps, torchrun's "[rank0]:"
+# and "[default0]:" (its --tee prefix, role and local rank), docker compose's "service_1  | ".
+# Always removed.
 _TRANSPORT_PREFIX = re.compile(
-    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ?|\[(?:default)?rank\d+\]: ?|[\w.-]+ +\| )+"
+    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ?|\[(?:default|rank)\d+\]: ?|[\w.-]+ +\| )+"
 )
 _FENCE_LINE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
 _QUOTE_PREFIX = re.compile(r"^(?:>(?!>) ?)+")  # markdown "> " quotes, not ">>> " prompts

@@ -59,6 +59,10 @@ class MakeDeviceAgnostic(SiteTransformer):
         edit = self.edits.get(((span.line, span.col, span.end_line, span.end_col), type(original_node).__name__))
         if edit is None or not (self.at_site(original_node) or self.at_extra_site(original_node)):
             return updated_node
+        if edit["kind"] == "to-device" and not (
+            isinstance(updated_node, cst.Call) and isinstance(updated_node.func, cst.Attribute)
+        ):
+            return updated_node  # not an `x.cuda(...)` call: no edit, and Pattern.transform refuses
         self.changes += 1
         if edit["kind"] == "to-device":
             return _to_device(cst.ensure_type(updated_node, cst.Call), str(edit["code"]))

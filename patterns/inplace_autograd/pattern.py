@@ -154,10 +154,18 @@ class OutOfPlace(SiteTransformer):
             leading_lines=updated_node.leading_lines,
         )
 
+    def visit_Module(self, node: cst.Module) -> None:
+        self.default_indent = node.default_indent
+        self.indents: list[str] = []  # the indentation of each block around the current node
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.indents.append(self.default_indent if node.indent is None else node.indent)
+
     def leave_IndentedBlock(
         self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
     ) -> cst.BaseSuite:
         body = self._merged(original_node.body, updated_node.body)
+        self.indents.pop()
         return updated_node if body is None else updated_node.with_changes(body=body)
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
@@ -177,10 +185,24 @@ class OutOfPlace(SiteTransformer):
             if not isinstance(block, cst.With) or not isinstance(block.body, cst.IndentedBlock):
                 return None
             self.changes += 2  # the block grows, the statement leaves its old place
-            grown = block.with_changes(body=block.body.with_changes(body=[*block.body.body, updated[index]]))
+            statement = updated[index]
+            if not isinstance(statement, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+                return None
+            moved = statement.with_changes(leading_lines=self._kept_in_place(statement.leading_lines))
+            grown = block.with_changes(body=block.body.with_changes(body=[*block.body.body, moved]))
             return [*updated[: index - 1], grown, *updated[index + 1 :]]
         return None
 
+    def _kept_in_place(self, lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+        """The blank and comment lines above a statement moved one block deeper, written as they
+        were: LibCST would indent them with the block (a whitespace-only line, a comment), and
+        only the statement itself is the edit."""
+        outer = "".join(self.indents)
+        return [
+            line.with_changes(indent=False, whitespace=cst.SimpleWhitespace(outer + line.whitespace.value))
+            if line.indent else line
+            for line in lines
+        ]
 
 
 def out_of_place_call(call: cst.Call, params: Mapping[str, Any]) -> cst.Call:
