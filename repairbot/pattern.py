@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -130,12 +131,23 @@ class Pattern:
     def transform(self, site: Site, wrapper: MetadataWrapper) -> cst.Module:
         """The module with the fix applied at ``site`` (the wrapper's module, untouched elsewhere)."""
         transformer = self.Transformer(site)
-        result = wrapper.visit(transformer)
+        where = f"{site.file}:{site.span.line}"
+        try:
+            result = wrapper.visit(transformer)
+        except (cst.CSTValidationError, cst.CSTLogicError, ValueError, TypeError, AttributeError,
+                LookupError, AssertionError) as error:
+            # A site that does not hold the node the transformer expects (the source changed
+            # under it, say) is a refusal like any other, never a crash of the repair.
+            raise TransformError(f"{self.ID}: the rewrite does not apply at {where}: {error}") from error
         expected = 1 + len(site.extra_spans)
         if transformer.changes != expected:
-            raise TransformError(
-                f"{self.ID}: expected {expected} change(s) at {site.file}:{site.span.line}, made {transformer.changes}"
-            )
+            raise TransformError(f"{self.ID}: expected {expected} change(s) at {where}, made {transformer.changes}")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the user's own invalid escapes and the like
+                compile(result.code, where, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as error:
+            raise TransformError(f"{self.ID}: the rewrite at {where} is not valid Python: {error}") from error
         return result
 
     def rerun_probes(self, match: re.Match[str]) -> frozenset[str]:

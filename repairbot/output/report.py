@@ -142,13 +142,20 @@ def _doctor_status(report: RepairReport, blocks: list[str]) -> str:
 
 
 def evidence_line(evidence: Mapping[str, Any], limit: int = 400) -> str:
-    """A finding's evidence on one line: ``key=value`` pairs, nested values as compact JSON."""
-    parts = []
-    for key, value in evidence.items():
-        shown = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
-        parts.append(f"{key}={shown}")
-    text = ", ".join(parts)
+    """A finding's evidence on one line for people: ``key=value`` pairs, a nested record as
+    ``(key=value, ...)``, a list as ``[a, b]`` (the JSON report keeps the structure)."""
+    text = ", ".join(f"{key}={_compact(value)}" for key, value in evidence.items())
     return text if len(text) <= limit else text[: limit - 5] + " [...]"
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "(" + ", ".join(f"{key}={_compact(item)}" for key, item in value.items()) + ")"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_compact(item) for item in value) + "]"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return str(value)
 
 
 def health_block(finding: HealthFinding) -> str:
