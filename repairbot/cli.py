@@ -188,25 +188,59 @@ def _progress(color: bool | None, silent: bool) -> Progress | None:
     return Progress(console, live=interactive)
 
 
+def run_options(command: F) -> F:
+    """SCRIPT, its arguments and the options of a traced run, shared by fix and doctor."""
+    decorators = (
+        click.argument("script", type=click.Path(path_type=Path)),
+        click.argument("script_args", nargs=-1, type=click.UNPROCESSED),
+        click.option("--batch-size", type=int, default=2, show_default=True, help="Batch size forced on every DataLoader during runs."),
+        click.option("--max-batches", type=int, default=2, show_default=True, help="Batches per pass over a DataLoader."),
+        click.option("--max-steps", type=int, default=20, show_default=True, help="Optimizer steps outside DataLoader loops before a run ends as passing."),
+        click.option("--timeout", type=float, default=300.0, show_default=True, help="Wall-clock limit of one run, in seconds."),
+        click.option("--json", "json_path", metavar="PATH", help="Write the JSON report ('-' for stdout)."),
+        click.option("--markdown", "markdown_path", metavar="PATH", help="Write the Markdown report (e.g. $GITHUB_STEP_SUMMARY; '-' for stdout)."),
+        click.option("--sarif", "sarif_path", metavar="PATH", help="Write the failures, fixes and health findings as SARIF 2.1.0 ('-' for stdout)."),
+        click.option("--python", "python", metavar="PATH", default=sys.executable, help="Interpreter for the script."),
+        click.option("--keep-scratch", is_flag=True, help="Keep the runs' scratch folder (outputs, shadowed files) and name it in the report."),
+    )
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def _traced_command(
+    script: Path, paths: dict[str, str | None], start: Callable[[Progress | None], RepairReport], show_diff: bool
+) -> None:
+    """What fix and doctor share around their api call: progress on stderr, the reports (an
+    error report for a refusal too), the text report and the exit code."""
+    ctx = click.get_current_context()
+    quiet, verbose = ctx.meta["quiet"], ctx.meta["verbose"]
+    to_stderr = "-" in paths.values()
+    if list(paths.values()).count("-") > 1:  # a usage error: no report can be written
+        raise BadInput("only one of --json, --markdown and --sarif can be '-' (stdout)")
+    progress = _progress(ctx.meta["color"], silent=quiet and not verbose)
+    try:
+        report = start(progress)
+    except BadInput as error:
+        _write_reports(paths, api.error_report(str(script), str(error)), first_error_wins=True)
+        raise
+    finally:
+        if progress is not None:
+            progress.close()
+    _show(report, quiet=quiet, to_stderr=to_stderr, show_diff=show_diff and not quiet)
+    _write_reports(paths, report)
+    ctx.exit(report.exit_code)
+
+
 @main.command(context_settings={"ignore_unknown_options": False})
-@click.argument("script", type=click.Path(path_type=Path))
-@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@run_options
 @click.option("--dry-run", is_flag=True, help="Change nothing in the repository; print the diff and the report.")
 @click.option("--max-attempts", type=int, default=3, show_default=True, help="Repair attempts before giving up.")
-@click.option("--batch-size", type=int, default=2, show_default=True, help="Batch size forced on every DataLoader during runs.")
-@click.option("--max-batches", type=int, default=2, show_default=True, help="Batches per pass over a DataLoader.")
-@click.option("--max-steps", type=int, default=20, show_default=True, help="Optimizer steps outside DataLoader loops before a run ends as passing.")
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="Wall-clock limit of one run, in seconds.")
-@click.option("--json", "json_path", metavar="PATH", help="Write the JSON report ('-' for stdout).")
-@click.option("--markdown", "markdown_path", metavar="PATH", help="Write the Markdown report (e.g. $GITHUB_STEP_SUMMARY; '-' for stdout).")
-@click.option("--sarif", "sarif_path", metavar="PATH", help="Write the failures and fixes as SARIF 2.1.0 ('-' for stdout).")
 @click.option("--branch", metavar="NAME", help="Branch for the fix commit (default: repairbot/fix-<stem>-<sha8>).")
 @click.option("--no-branch", is_flag=True, help="Write the fix into the working tree instead of a new branch.")
 @click.option("--safe-only", is_flag=True, help="Apply only fixes whose applicability is safe.")
-@click.option("--python", "python", metavar="PATH", default=sys.executable, help="Interpreter for the script.")
 @click.option("--pattern", "include", multiple=True, metavar="ID", help="Only try these patterns (repeatable).")
 @click.option("--exclude", multiple=True, metavar="ID", help="Never try these patterns (repeatable).")
-@click.option("--keep-scratch", is_flag=True, help="Keep the runs' scratch folder (outputs, shadowed files) and name it in the report.")
 @click.option("--no-health", is_flag=True, help="Turn off the run-time health checks (NaN loss, gradients never reset, ...).")
 @click.option("--strict-health", is_flag=True, help="Exit 1 when a health check finds something.")
 @common_options
@@ -218,31 +252,18 @@ def fix(
 
     Arguments for the script go after `--`: repairbot fix train.py -- --epochs 1
     """
-    ctx = click.get_current_context()
-    quiet, verbose = ctx.meta["quiet"], ctx.meta["verbose"]
-    paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}
-    to_stderr = "-" in paths.values()
-    if list(paths.values()).count("-") > 1:  # a usage error: no report can be written
-        raise BadInput("only one of --json, --markdown and --sarif can be '-' (stdout)")
-    progress = _progress(ctx.meta["color"], silent=quiet and not verbose)
-    try:
+
+    def start(progress: Progress | None) -> RepairReport:
         if options["dry_run"] and options["no_branch"]:
             raise BadInput("--dry-run and --no-branch exclude each other")
         if options["branch"] and (options["dry_run"] or options["no_branch"]):
             raise BadInput("--branch needs branch mode (no --dry-run, no --no-branch)")
         if options["no_health"] and options["strict_health"]:
             raise BadInput("--no-health and --strict-health exclude each other")
-        fix_options = api.FixOptions(script=script, args=tuple(script_args), **options)
-        report = api.repair(fix_options, progress=progress)
-    except BadInput as error:
-        _write_reports(paths, api.error_report(str(script), str(error)), first_error_wins=True)
-        raise
-    finally:
-        if progress is not None:
-            progress.close()
-    _show(report, quiet=quiet, to_stderr=to_stderr, show_diff=not quiet)
-    _write_reports(paths, report)
-    ctx.exit(report.exit_code)
+        return api.repair(api.FixOptions(script=script, args=tuple(script_args), **options), progress=progress)
+
+    paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}
+    _traced_command(script, paths, start, show_diff=True)
 
 
 def _write_reports(
@@ -278,17 +299,7 @@ def _show(report: RepairReport, quiet: bool, to_stderr: bool, show_diff: bool) -
 
 
 @main.command(context_settings={"ignore_unknown_options": False})
-@click.argument("script", type=click.Path(path_type=Path))
-@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--batch-size", type=int, default=2, show_default=True, help="Batch size forced on every DataLoader during the run.")
-@click.option("--max-batches", type=int, default=2, show_default=True, help="Batches per pass over a DataLoader.")
-@click.option("--max-steps", type=int, default=20, show_default=True, help="Optimizer steps outside DataLoader loops before the run ends as passing.")
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="Wall-clock limit of the run, in seconds.")
-@click.option("--json", "json_path", metavar="PATH", help="Write the JSON report ('-' for stdout).")
-@click.option("--markdown", "markdown_path", metavar="PATH", help="Write the Markdown report ('-' for stdout).")
-@click.option("--sarif", "sarif_path", metavar="PATH", help="Write the findings as SARIF 2.1.0 ('-' for stdout).")
-@click.option("--python", "python", metavar="PATH", default=sys.executable, help="Interpreter for the script.")
-@click.option("--keep-scratch", is_flag=True, help="Keep the run's scratch folder and name it in the report.")
+@run_options
 @common_options
 def doctor(
     script: Path, script_args: tuple[str, ...], json_path: str | None, markdown_path: str | None,
@@ -299,24 +310,12 @@ def doctor(
     Exit 0: no crash and no finding; 1: a finding or a crash. Arguments for the script go
     after `--`: repairbot doctor train.py -- --epochs 1
     """
-    ctx = click.get_current_context()
-    quiet, verbose = ctx.meta["quiet"], ctx.meta["verbose"]
+
+    def start(progress: Progress | None) -> RepairReport:
+        return api.doctor(api.DoctorOptions(script=script, args=tuple(script_args), **options), progress=progress)
+
     paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}
-    to_stderr = "-" in paths.values()
-    if list(paths.values()).count("-") > 1:
-        raise BadInput("only one of --json, --markdown and --sarif can be '-' (stdout)")
-    progress = _progress(ctx.meta["color"], silent=quiet and not verbose)
-    try:
-        report = api.doctor(api.DoctorOptions(script=script, args=tuple(script_args), **options), progress=progress)
-    except BadInput as error:
-        _write_reports(paths, api.error_report(str(script), str(error)), first_error_wins=True)
-        raise
-    finally:
-        if progress is not None:
-            progress.close()
-    _show(report, quiet=quiet, to_stderr=to_stderr, show_diff=False)
-    _write_reports(paths, report)
-    ctx.exit(report.exit_code)
+    _traced_command(script, paths, start, show_diff=False)
 
 
 @main.command()
