@@ -1786,12 +1786,17 @@ def finish(outcome, exit_code, exception=None):
     try:
         write_evidence(outcome, exit_code, exception)
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(exit_code)
+        _flush_and_exit(exit_code)
+
+
+def _flush_and_exit(code):
+    """Flush what the script printed, then leave at once (no atexit, no finalizers of its own)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
 
 
 def conclude(outcome, exit_code, exception=None):
@@ -1963,12 +1968,7 @@ def _forked_run(request):
     except BaseException:
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        os._exit(code)
+        _flush_and_exit(code)
 
 
 def serve():
