@@ -24,7 +24,7 @@ from repairbot.output.diff import (
     parse_patch,
     split_lines,
 )
-from repairbot.output.report import SCHEMA, failing_frame
+from repairbot.output.report import SCHEMA, STOP_EXPLANATIONS, failing_frame
 from repairbot.types import (
     Attempt,
     Decline,
@@ -49,17 +49,6 @@ _HEADLINES = {
     Status.ERROR: "could not run",
 }
 _ICONS = {Status.FIXED: "✅", Status.ALREADY_PASSING: "✅", Status.GAVE_UP: "❌", Status.ERROR: "⚠️"}
-_STOP_REASONS = {
-    StopReason.PASSING: "the script runs without error under the harness",
-    StopReason.MAX_ATTEMPTS: "the attempt limit was reached with a failure left",
-    StopReason.SAME_ERROR: "the same failure came back after the fix",
-    StopReason.NO_PATTERN: "no pattern can fix this failure",
-    StopReason.DIAGNOSED: "the failure is recognised, but not fixed automatically",
-    StopReason.NO_USER_FRAME: "the failure happened outside the project's own code",
-    StopReason.TIMEOUT: "a run reached the time limit",
-    StopReason.ENVIRONMENT: "the environment is missing something (data, a package, the network, a GPU)",
-    StopReason.BAD_INPUT: "bad input",
-}
 # "Linear(3136, 128) at train.py:39 <- 2x4096", as linear-in-features records its forward pass
 _FORWARD_STEP = re.compile(r"^(?P<layer>.+?) at (?P<site>\S+:\d+) <- (?P<input>\S+)$")
 _EVIDENCE_KINDS = frozenset({"tensor", "module", "device", "device-string"})
@@ -362,7 +351,7 @@ def _attempt(report: RepairReport, attempt: Attempt, sources: _SourceVersions) -
 def _summary_table(report: RepairReport) -> str:
     fixed = len([a for a in report.attempts if a.applied]) if report.status is Status.FIXED else 0
     rows = [
-        ("Status", f"**{escape(report.status.value)}** ({code(report.stop_reason.value)}: {escape(_STOP_REASONS[report.stop_reason])})"),
+        ("Status", f"**{escape(report.status.value)}** ({code(report.stop_reason.value)}: {escape(STOP_EXPLANATIONS[report.stop_reason])})"),
         ("Script", code(report.script)),
         ("Errors fixed", str(fixed)),
         ("Files modified", ", ".join(code(f) for f in report.files_modified) or "none"),

@@ -23,7 +23,9 @@ from repairbot.types import (
 
 SCHEMA = "repairbot.report/1"
 
-_STOP_EXPLANATIONS = {
+# Why a repair stopped, in words (the text and Markdown reports)
+STOP_EXPLANATIONS = {
+    StopReason.PASSING: "the script runs without error under the harness",
     StopReason.MAX_ATTEMPTS: "the attempt limit was reached with a failure left",
     StopReason.SAME_ERROR: "the same failure came back after the fix",
     StopReason.NO_PATTERN: "no pattern can fix this failure",
@@ -111,7 +113,7 @@ def render_text(report: RepairReport) -> str:
     else:
         reason = report.stop_reason
         status = (
-            f"Status: FAILED | Stop reason: {reason.value} ({_STOP_EXPLANATIONS[reason]}) | "
+            f"Status: FAILED | Stop reason: {reason.value} ({STOP_EXPLANATIONS[reason]}) | "
             f"Errors Fixed: 0 | Files Modified: none"
         )
     if report.command != "doctor" and report.strict_health and report.health and report.exit_code:
@@ -136,7 +138,7 @@ def _doctor_status(report: RepairReport, blocks: list[str]) -> str:
         return f"Status: {verdict} | {findings} | Files Modified: none"
     reason = report.stop_reason
     return (
-        f"Status: FAILED | Stop reason: {reason.value} ({_STOP_EXPLANATIONS[reason]}) | {findings} | "
+        f"Status: FAILED | Stop reason: {reason.value} ({STOP_EXPLANATIONS[reason]}) | {findings} | "
         "Files Modified: none"
     )
 
