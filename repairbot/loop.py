@@ -18,7 +18,7 @@ import libcst as cst
 
 from repairbot.classify import Candidate, candidates, environment_problem
 from repairbot.evidence import Evidence
-from repairbot.lint.engine import FixLevel, lint_bytes, package_of
+from repairbot.lint.engine import FixLevel, apply_edit, lint_bytes, package_of
 from repairbot.lint.registry import rules_by_id
 from repairbot.output.diff import unified_diff
 from repairbot.pattern import Pattern, TransformError
@@ -439,8 +439,7 @@ def offered_fix(
         return None
     finding = max(around, key=lambda f: (f.line, f.column))  # the innermost loop
     assert finding.edit is not None
-    text = data.decode("utf-8", errors="surrogateescape")
-    fixed = finding.edit.apply(text).encode("utf-8", errors="surrogateescape")
+    fixed = apply_edit(data, finding.edit)
     diff, _ = unified_diff(data, fixed, display)
     return {"rule": rule_id, "applicability": finding.fix, "diff": diff}
 

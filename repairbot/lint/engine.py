@@ -241,6 +241,13 @@ def _text(data: bytes, module: cst.Module) -> str:
     return data.decode(module.encoding, errors="replace")
 
 
+def apply_edit(data: bytes, edit: Edit) -> bytes:
+    """The file's bytes with one finding's edit made, decoded and encoded as the engine read
+    them (the edit's columns count characters of the file's own encoding)."""
+    module = cst.parse_module(data)
+    return edit.apply(_text(data, module)).encode(module.encoding)
+
+
 def count_lines(data: bytes) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
