@@ -14,6 +14,7 @@ from repairbot import __version__
 from repairbot.lint.engine import PARSE_ERROR, Finding
 from repairbot.lint.rule import LintRule
 from repairbot.lint.run import LintReport
+from repairbot.output.sarif import documented_rule
 
 FORMATS = ("text", "json", "sarif", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -121,18 +122,8 @@ def render_github(report: LintReport) -> str:
 
 
 def _sarif_rule(rule: type[LintRule]) -> dict[str, Any]:
-    docs = rule.documentation()
-    sections = [(title, " ".join(docs[title].split()).replace("``", "`")) for title in docs if title and docs[title]]
-    first = " ".join(docs.get("", "").split()).replace("``", "`") or rule.TITLE
     return {
-        "id": rule.ID,
-        "name": rule.__name__,
-        "shortDescription": {"text": rule.TITLE},
-        "fullDescription": {"text": first},
-        "help": {
-            "text": "\n\n".join(f"{title}: {body}" for title, body in sections) or first,
-            "markdown": "\n\n".join(f"**{title}**\n\n{body}" for title, body in sections) or first,
-        },
+        **documented_rule(rule.ID, rule.__name__, rule.TITLE, rule.documentation(), lead=""),
         "defaultConfiguration": {"level": "warning"},
         "properties": {
             "fix": rule.fix_kinds(),

@@ -11,7 +11,7 @@ relative to the file the attempt started from. Columns are Unicode code points, 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,19 +42,26 @@ def _plain(text: str) -> str:
     return "\n\n".join(p for p in paragraphs if p).replace("``", "`")
 
 
-def _rule(pattern: Pattern) -> dict[str, Any]:
-    doc = pattern.documentation()
-    sections = [(title, _plain(doc[title])) for title in doc if title and doc[title].strip()]
-    what = _plain(doc.get("What it fixes", "")) or pattern.TITLE
+def documented_rule(rule_id: str, name: str, title: str, doc: Mapping[str, str], lead: str) -> dict[str, Any]:
+    """A SARIF rule's descriptions, from a documented class (a pattern, a lint rule): the
+    docstring section ``lead`` as its full description, every section in its help."""
+    sections = [(heading, _plain(doc[heading])) for heading in doc if heading and doc[heading].strip()]
+    described = _plain(doc.get(lead, "")) or title
     return {
-        "id": pattern.ID,
-        "name": type(pattern).__name__,
-        "shortDescription": {"text": pattern.TITLE},
-        "fullDescription": {"text": what},
+        "id": rule_id,
+        "name": name,
+        "shortDescription": {"text": title},
+        "fullDescription": {"text": described},
         "help": {
-            "text": "\n\n".join(f"{title}: {body}" for title, body in sections) or what,
-            "markdown": "\n\n".join(f"**{title}**\n\n{body}" for title, body in sections) or what,
+            "text": "\n\n".join(f"{heading}: {body}" for heading, body in sections) or described,
+            "markdown": "\n\n".join(f"**{heading}**\n\n{body}" for heading, body in sections) or described,
         },
+    }
+
+
+def _rule(pattern: Pattern) -> dict[str, Any]:
+    return {
+        **documented_rule(pattern.ID, type(pattern).__name__, pattern.TITLE, pattern.documentation(), "What it fixes"),
         "defaultConfiguration": {"level": "error"},
         "properties": {
             "applicability": pattern.APPLICABILITY.value,
