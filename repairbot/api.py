@@ -17,6 +17,7 @@ from pathlib import Path
 
 from repairbot import registry
 from repairbot.classify import Classification, candidates, classify_log, environment_problem
+from repairbot.evidence import Evidence
 from repairbot.lint import LintOptions, LintReport, run_lint
 from repairbot.loop import LoopOptions, LoopResult, RepairLoop, collect_health
 from repairbot.output import git
@@ -243,7 +244,6 @@ def _report(
     files = sorted(result.verified, key=lambda p: _relative(delivery.root, p))
     diffs = [unified_diff(sources.original(p), result.verified[p], _relative(delivery.root, p))[0] for p in files]
     evidence = result.last_run.evidence
-    stopped = evidence.stopped_at if evidence else None
     fixed = result.status is Status.FIXED
     return RepairReport(
         script=_relative(delivery.root, script),
@@ -253,12 +253,7 @@ def _report(
         attempts=result.attempts,
         diff="".join(diffs),
         files_modified=tuple(_relative(delivery.root, p) for p in files) if fixed else (),
-        run_limits=RunLimits(
-            batch_size=result.limits.batch_size,
-            max_batches=result.limits.max_batches,
-            max_steps=result.limits.max_steps,
-            stopped_at=f"{_relative(delivery.root, Path(stopped.file))}:{stopped.line}" if stopped else None,
-        ),
+        run_limits=_run_limits(result.limits, evidence, delivery.root),
         environment=dict(evidence.environment) if evidence else {},
         duration_s=duration,
         scratch=scratch,
@@ -271,6 +266,15 @@ def _report(
         ),
         health=result.health,
         strict_health=options.strict_health,
+    )
+
+
+def _run_limits(limits: Limits, evidence: Evidence | None, root: Path) -> RunLimits:
+    """The limits a report states, with where the step budget ended the last run."""
+    stopped = evidence.stopped_at if evidence else None
+    return RunLimits(
+        batch_size=limits.batch_size, max_batches=limits.max_batches, max_steps=limits.max_steps,
+        stopped_at=f"{_relative(root, Path(stopped.file))}:{stopped.line}" if stopped else None,
     )
 
 
@@ -350,6 +354,7 @@ def doctor(
     fix_options = options.as_fix()
     script = _validate_script(fix_options)
     root = _delivery(fix_options, script).root
+    limits = Limits(batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps)
     own_runner = runner is None
     active = runner or _runner(fix_options)
     try:
@@ -359,8 +364,7 @@ def doctor(
             progress("run 1: the script with the health checks")
         run = active.run(RunRequest(
             script=script, args=options.args, cwd=options.cwd.resolve(), python=options.python,
-            limits=Limits(batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps),
-            timeout=options.timeout, env=run_environment(),
+            limits=limits, timeout=options.timeout, env=run_environment(),
         ))
     finally:
         if own_runner and isinstance(active, SubprocessRunner):
@@ -373,7 +377,6 @@ def doctor(
     )
     status, reason, attempts = _doctor_outcome(run, root, patterns or registry.all_patterns())
     evidence = run.evidence
-    stopped = evidence.stopped_at if evidence else None
     scratch = str(active.scratch_root) if isinstance(active, SubprocessRunner) and options.keep_scratch else None
     return RepairReport(
         script=_relative(root, script),
@@ -383,10 +386,7 @@ def doctor(
         attempts=attempts,
         diff="",
         files_modified=(),
-        run_limits=RunLimits(
-            batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps,
-            stopped_at=f"{_relative(root, Path(stopped.file))}:{stopped.line}" if stopped else None,
-        ),
+        run_limits=_run_limits(limits, evidence, root),
         environment=dict(evidence.environment) if evidence else {},
         duration_s=time.monotonic() - started,
         scratch=scratch,
