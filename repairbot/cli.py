@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -188,6 +189,24 @@ def _progress(color: bool | None, silent: bool) -> Progress | None:
     return Progress(console, live=interactive)
 
 
+# Exits 3 where torch cannot be imported: find_spec looks, without the seconds an import costs.
+_TORCH_PROBE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
+
+
+def check_torch(python: str) -> None:
+    """fix and doctor run the script under ``python``: refuse at once where it has no torch
+    (repairbot itself does not need torch, so installing repairbot does not bring it)."""
+    try:
+        probe = subprocess.run([python, "-c", _TORCH_PROBE], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return  # not runnable: the checks of the run say so, in their words
+    if probe.returncode == 3:
+        raise BadInput(
+            f"{python} has no torch: install torch there (https://pytorch.org/get-started/locally/) "
+            "or name an interpreter that has it with --python"
+        )
+
+
 def run_options(command: F) -> F:
     """SCRIPT, its arguments and the options of a traced run, shared by fix and doctor."""
     decorators = (
@@ -260,6 +279,7 @@ def fix(
             raise BadInput("--branch needs branch mode (no --dry-run, no --no-branch)")
         if options["no_health"] and options["strict_health"]:
             raise BadInput("--no-health and --strict-health exclude each other")
+        check_torch(options["python"])
         return api.repair(api.FixOptions(script=script, args=tuple(script_args), **options), progress=progress)
 
     paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}
@@ -312,6 +332,7 @@ def doctor(
     """
 
     def start(progress: Progress | None) -> RepairReport:
+        check_torch(options["python"])
         return api.doctor(api.DoctorOptions(script=script, args=tuple(script_args), **options), progress=progress)
 
     paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}

@@ -164,3 +164,120 @@ def test_imported_module_must_be_committed_in_branch_mode(tmp_path: Path, state:
     assert snapshot(repo) == before
     # the same repair without a branch is allowed (and finds nothing to fix here)
     assert run_cli("fix", "train.py", "--dry-run", cwd=repo).returncode == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Installing: scripts/setup.sh's torch step, repairbot without torch
+# ---------------------------------------------------------------------------------------------
+
+
+def _fake_program(folder: Path, name: str, exit_code: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    program = folder / name
+    program.write_text(f"#!/bin/sh\nexit {exit_code}\n")
+    program.chmod(0o755)
+
+
+@pytest.fixture(scope="module")
+def cpu_index(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A reachable stand-in for the PyTorch CPU wheel index, on localhost."""
+    import functools
+    import http.server
+    import threading
+
+    root = tmp_path_factory.mktemp("index")
+    (root / "torch").mkdir()
+    (root / "torch" / "index.html").write_text("<a href='torch-2.13.0+cpu.whl'>torch</a>\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("torch_there", "gpu", "index_up", "plan"),
+    [
+        (True, True, True, "keep"),
+        (True, False, False, "keep"),
+        (False, True, True, "install torch==2.13.0"),  # a GPU machine: the default (CUDA) build
+        (False, False, True, "install --index-url {index} torch==2.13.0"),  # the CPU build
+        (False, False, False, "install torch==2.13.0"),  # CPU index unreachable: the configured one
+        (False, None, True, "install --index-url {index} torch==2.13.0"),  # no nvidia-smi at all
+    ],
+)
+def test_setup_installs_the_torch_the_machine_needs(
+    tmp_path: Path, cpu_index: str, torch_there: bool, gpu: bool | None, index_up: bool, plan: str
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    venv, tools = tmp_path / "venv", tmp_path / "bin"
+    _fake_program(venv / "bin", "python", 0 if torch_there else 1)  # `import torch` works or not
+    tools.mkdir()
+    if gpu is not None:
+        _fake_program(tools, "nvidia-smi", 0 if gpu else 9)  # 9: installed, but no driver
+    for name in ("bash", "dirname", "cat"):
+        (tools / name).symlink_to(subprocess.run(["which", name], capture_output=True, text=True).stdout.strip())
+    index = cpu_index if index_up else "http://127.0.0.1:1/"
+    env = {**os.environ, "PATH": str(tools), "VENV": str(venv), "PYTHON": sys.executable, "TORCH_CPU_INDEX": index}
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "setup.sh"), "--print-plan"], capture_output=True, text=True, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == plan.format(index=index)
+
+
+def test_fix_and_doctor_refuse_an_interpreter_without_torch(repo: Path, tmp_path: Path) -> None:
+    import venv
+
+    bare = tmp_path / "bare"
+    venv.EnvBuilder(with_pip=False).create(bare)
+    python = str(bare / "bin" / "python")
+    for command in ("fix", "doctor"):
+        before = snapshot(repo)
+        result = run_cli(command, "train.py", "--python", python, cwd=repo)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+        assert result.stderr.startswith(f"repairbot: error: {python} has no torch"), result.stderr
+        assert snapshot(repo) == before
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_and_works_without_torch(tmp_path: Path) -> None:
+    """pip install of the built wheel into a fresh venv: no torch comes with it; lint, classify
+    and patterns work; fix stops at once, naming the interpreter that lacks torch."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
+        check=True, capture_output=True, env=env, cwd=tmp_path,
+    )
+    (wheel,) = wheels.glob("repairbot-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, env=env)
+    python, bin_dir = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / "bin"
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert install.returncode == 0, install.stderr
+    freeze = subprocess.run([str(python), "-m", "pip", "freeze"], capture_output=True, text=True, env=env).stdout
+    assert "repairbot" in freeze and not any(line.lower().startswith(("torch", "nvidia")) for line in freeze.splitlines())
+
+    def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(bin_dir / "repairbot"), *args], capture_output=True, text=True, input=stdin, env=env, cwd=tmp_path)
+
+    (tmp_path / "train.py").write_text("import torch\nfor x in loader:\n    loss = model(x)\n    loss.backward()\n    opt.step()\n")
+    lint = cli("lint", "train.py")
+    assert lint.returncode == 1 and "missing-zero-grad" in lint.stdout, lint.stdout + lint.stderr
+    classify = cli("classify", "--json", stdin=SPECIMEN.read_text())
+    assert classify.returncode == 0 and json.loads(classify.stdout)["pattern"] == "linear-in-features"
+    patterns = cli("patterns", "--json")
+    assert patterns.returncode == 0 and any(p["id"] == "map-location" for p in json.loads(patterns.stdout))
+    fix = cli("fix", "train.py", "--dry-run")
+    assert fix.returncode == 2, fix.stdout + fix.stderr
+    assert fix.stderr.strip() == f"repairbot: error: {python} has no torch: install torch there (https://pytorch.org/get-started/locally/) or name an interpreter that has it with --python"
