@@ -266,6 +266,7 @@ def _report(
         ),
         health=result.health,
         strict_health=options.strict_health,
+        dry_run=options.dry_run,
     )
 
 

@@ -27,7 +27,7 @@ from repairbot import __version__, api, registry
 from repairbot.lint import LintOptions
 from repairbot.lint.formats import FORMATS, render, summary
 from repairbot.output.markdown import render_markdown
-from repairbot.output.report import render_json, render_text
+from repairbot.output.report import render_json, render_text, status_line
 from repairbot.output.sarif import render_sarif
 from repairbot.sources import write_atomic
 from repairbot.types import BadInput, RepairReport
@@ -207,6 +207,44 @@ def check_torch(python: str) -> None:
         )
 
 
+class ScriptCommand(click.Command):
+    """fix and doctor: an option repairbot does not know, after SCRIPT, is most likely the
+    script's own, which goes after ``--``; the error says so."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # click consumes the list it parses
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            script = self._script_before(ctx, given, error.option_name)
+            if script is None or error.possibilities:  # before SCRIPT, or a typo of ours
+                raise
+            raise click.NoSuchOption(
+                error.option_name,
+                message=(
+                    f"No such option: {error.option_name} (repairbot's options: --help). Arguments for the "
+                    f"script go after `--`: repairbot {ctx.info_name} {script} [OPTIONS] -- {error.option_name} ..."
+                ),
+                ctx=ctx,
+            ) from None
+
+    def _script_before(self, ctx: click.Context, args: list[str], unknown: str) -> str | None:
+        """SCRIPT where it comes before the unknown option in ``args``, else None."""
+        takes_value = {
+            name for param in self.get_params(ctx) if isinstance(param, click.Option) and not param.is_flag
+            for name in param.opts
+        }
+        index = 0
+        while index < len(args):
+            arg = args[index]
+            if arg == "--" or arg.split("=", 1)[0] == unknown:
+                return None
+            if not arg.startswith("-") or arg == "-":
+                return arg
+            index += 2 if arg in takes_value else 1
+        return None
+
+
 def run_options(command: F) -> F:
     """SCRIPT, its arguments and the options of a traced run, shared by fix and doctor."""
     decorators = (
@@ -251,7 +289,7 @@ def _traced_command(
     ctx.exit(report.exit_code)
 
 
-@main.command(context_settings={"ignore_unknown_options": False})
+@main.command(cls=ScriptCommand, context_settings={"ignore_unknown_options": False})
 @run_options
 @click.option("--dry-run", is_flag=True, help="Change nothing in the repository; print the diff and the report.")
 @click.option("--max-attempts", type=int, default=3, show_default=True, help="Repair attempts before giving up.")
@@ -312,13 +350,11 @@ def _show(report: RepairReport, quiet: bool, to_stderr: bool, show_diff: bool) -
     if report.diff and show_diff:
         click.echo(_style_diff(report.diff), err=to_stderr, nl=False)
         click.echo("", err=to_stderr)
-    text = render_text(report)
-    if quiet:
-        text = text.strip().splitlines()[-1] + "\n"
+    text = status_line(report) + "\n" if quiet else render_text(report)
     click.echo(_style_report(text), err=to_stderr, nl=False)
 
 
-@main.command(context_settings={"ignore_unknown_options": False})
+@main.command(cls=ScriptCommand, context_settings={"ignore_unknown_options": False})
 @run_options
 @common_options
 def doctor(
@@ -347,6 +383,11 @@ def classify(log: str, as_json: bool) -> None:
     """Classify the failure in a traceback or a whole CI log (file, or - for stdin)."""
     ctx = click.get_current_context()
     if log == "-":
+        if sys.stdin.isatty():  # not a pipe: say what it waits for
+            click.echo(
+                "repairbot: reading the log from stdin (paste it, then Ctrl-D; or name a file: repairbot classify LOG)",
+                err=True,
+            )
         text = sys.stdin.read()
     else:
         path = Path(log)
@@ -407,8 +448,7 @@ def patterns(as_json: bool) -> None:
         return
     width = max(len(p.ID) for p in registry.all_patterns())
     for item in catalogue:
-        kind = item["applicability"] if item["fixes"] else "diagnose"
-        click.echo(f"{item['id']:<{width}}  {kind:<8}  {item['title']}")
+        click.echo(f"{item['id']:<{width}}  {item['applicability']:<13}  {item['title']}")
 
 
 @main.command()

@@ -16,7 +16,10 @@ class Applicability(enum.StrEnum):
 
     SAFE = "safe"
     UNSAFE = "unsafe"
-    DISPLAY_ONLY = "display-only"
+    # a diagnosis with the standard remedy, never an edit: the word of the reports and the
+    # catalogue ("diagnose-only ids", stop reason `diagnosed`); DISPLAY_ONLY is its older name
+    DIAGNOSE_ONLY = "diagnose-only"
+    DISPLAY_ONLY = "diagnose-only"
 
 
 class Status(enum.StrEnum):
@@ -228,6 +231,7 @@ class RepairReport:
     health: tuple[HealthFinding, ...] = ()
     command: str = "fix"  # fix | doctor (doctor: one traced run, health checks only)
     strict_health: bool = False  # --strict-health: findings make the exit code 1
+    dry_run: bool = False  # --dry-run: files_modified are the files the diff would change
 
     @property
     def exit_code(self) -> int:

@@ -57,7 +57,7 @@ def test_bad_input_is_one_line_and_exit_2(repo: Path, args: list[str], message: 
 
 def test_unknown_option_is_a_usage_error(repo: Path) -> None:
     result = run_cli("fix", "train.py", "--frobnicate", cwd=repo)
-    assert result.returncode == 2 and "No such option" in result.stderr
+    assert result.returncode == 2 and "No such option: --frobnicate" in result.stderr
 
 
 def test_not_a_git_repository_suggests_the_other_modes(tmp_path: Path) -> None:
@@ -281,3 +281,122 @@ def test_the_wheel_installs_and_works_without_torch(tmp_path: Path) -> None:
     fix = cli("fix", "train.py", "--dry-run")
     assert fix.returncode == 2, fix.stdout + fix.stderr
     assert fix.stderr.strip() == f"repairbot: error: {python} has no torch: install torch there (https://pytorch.org/get-started/locally/) or name an interpreter that has it with --python"
+
+
+# ---------------------------------------------------------------------------------------------
+# Output that tells the truth: -q, --dry-run, hints, Markdown code spans, one word per concept
+# ---------------------------------------------------------------------------------------------
+
+
+def test_unknown_option_after_the_script_suggests_the_double_dash(repo: Path) -> None:
+    result = run_cli("fix", "--timeout", "9", "train.py", "--epochs", "3", cwd=repo)
+    assert result.returncode == 2 and "No such option: --epochs" in result.stderr
+    assert "go after `--`: repairbot fix train.py [OPTIONS] -- --epochs" in result.stderr
+    assert "Traceback" not in result.stderr
+    typo = run_cli("doctor", "train.py", "--timout", "3", cwd=repo)  # a typo of ours: click's suggestion
+    assert typo.returncode == 2 and "Did you mean '--timeout'?" in typo.stderr and "`--`" not in typo.stderr
+    before = run_cli("fix", "--epochs", "3", "train.py", cwd=repo)  # before SCRIPT: repairbot's own
+    assert before.returncode == 2 and "No such option '--epochs'" in before.stderr and "`--`" not in before.stderr
+
+
+def test_usage_error_hint_only_when_the_script_got_no_arguments() -> None:
+    from repairbot.trace.runner import _exit_message
+
+    usage = "usage: train.py [-h] --data DATA\ntrain.py: error: the following arguments are required: --data\n"
+    assert "after `--`" in _exit_message(2, usage, had_args=False)
+    given = _exit_message(2, usage.replace("the following arguments are required: --data", "unrecognized arguments: --epoch 1"), had_args=True)
+    assert given == "the script exited with code 2: train.py: error: unrecognized arguments: --epoch 1"
+
+
+def test_classify_on_a_terminal_says_it_reads_stdin(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    main_fd, terminal = os.openpty()
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "repairbot", "classify"], stdin=terminal, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        )
+        os.close(terminal)
+        terminal = -1
+        first = child.stderr.readline() if child.stderr else ""  # said before it blocks on the terminal
+        assert first.startswith("repairbot: reading the log from stdin (paste it, then Ctrl-D")
+        os.write(main_fd, b"all good\n\x04")
+        out, err = child.communicate(timeout=60)
+    finally:
+        os.close(main_fd)
+        if terminal != -1:
+            os.close(terminal)
+    assert child.returncode == 1 and out == "no traceback found\n", err
+    piped = invoke("classify", input="all good\n")  # not a terminal: no word on stderr
+    assert piped.exit_code == 1 and "reading" not in piped.output
+
+
+def test_dry_run_and_quiet_say_what_happened(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from repairbot.output.markdown import render_markdown
+    from repairbot.output.report import render_text, status_line
+    from tests.test_reports import _report
+
+    committed = _report(tmp_path)
+    assert render_text(committed).splitlines()[-1] == "Status: SUCCESS | Errors Fixed: 1 | Files Modified: model.py"
+    assert status_line(committed) == (
+        "Status: SUCCESS | Errors Fixed: 1 | Files Modified: model.py | Branch: repairbot/fix-model-12345678"
+    )
+    dry = replace(committed, branch=None, commit=None, dry_run=True)
+    expected = "Status: SUCCESS | Errors Fixed: 1 | Files Modified: none (dry run; would modify model.py)"
+    assert render_text(dry).splitlines()[-1] == status_line(dry) == expected
+    assert "| Files modified | none (dry run; would modify `model.py`) |" in render_markdown(dry, tmp_path)
+
+
+def test_markdown_renders_code_spans_of_summaries_and_remedies(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from repairbot.output.markdown import inline, render_markdown
+    from tests.test_reports import _report, html
+
+    assert inline("Changed `nn.Linear(256, 10)` to `nn.Linear(512, 10)` <b>") == (
+        "Changed `nn.Linear(256, 10)` to `nn.Linear(512, 10)` \\<b\\>"
+    )
+    report = _report(tmp_path)
+    attempt = report.attempts[0]
+    assert attempt.fix is not None
+    site = replace(attempt.fix.site, summary="Changed `nn.Linear(256, 10)` to `nn.Linear(512, 10)`")
+    report = replace(report, attempts=(replace(attempt, fix=replace(attempt.fix, site=site)), *report.attempts[1:]))
+    rendered = html(render_markdown(report, tmp_path))
+    assert "Changed <code>nn.Linear(256, 10)</code> to <code>nn.Linear(512, 10)</code>" in rendered
+    assert "pad the <code>samples</code>" in rendered  # a remedy's span
+    assert "\\`" not in render_markdown(report, tmp_path).split("### Diff")[0]
+
+
+def test_diagnose_only_is_one_word_in_text_json_and_sarif() -> None:
+    text = invoke("patterns").output
+    assert "diagnose-only" in text and "display-only" not in text
+    catalogue = json.loads(invoke("patterns", "--json").output)
+    kinds = {p["applicability"] for p in catalogue if not p["fixes"]}
+    assert kinds == {"diagnose-only"}
+    line = next(line for line in text.splitlines() if line.startswith("cuda-oom "))
+    assert line.split()[1] == "diagnose-only"
+
+
+@pytest.mark.torch
+def test_quiet_and_dry_run_on_a_real_repair(tmp_path: Path) -> None:
+    import shutil
+
+    repo = init_repo(tmp_path / "repo")
+    for source in (ROOT / "fixtures" / "cnn_flatten_size").glob("*.py"):
+        shutil.copy(source, repo / source.name)
+    commit_all(repo)
+    dry = run_cli("fix", "train.py", "--dry-run", cwd=repo)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert dry.stdout.splitlines()[-1] == (
+        "Status: SUCCESS | Errors Fixed: 1 | Files Modified: none (dry run; would modify train.py)"
+    )
+    quiet = run_cli("fix", "train.py", "-q", cwd=repo)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    (line,) = quiet.stdout.splitlines()
+    assert line.startswith("Status: SUCCESS | Errors Fixed: 1 | Files Modified: train.py | Branch: repairbot/fix-train-")
+    assert quiet.stderr == ""

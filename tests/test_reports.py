@@ -321,7 +321,7 @@ def test_markdown_renders_evidence_context_and_diagnosis(tmp_path: Path) -> None
     assert "model: <code>Net on cpu, cuda:0 (built at model.py:4)</code>" in rendered
     assert "traced input shape: <code>2x512</code>" in rendered and "flag: yes" in rendered
     assert "<strong>Diagnosis</strong> (<code>collate-size</code> at <code>model.py:3</code>)" in rendered
-    assert "<strong>Remedy:</strong> pad the `samples`" in rendered
+    assert "<strong>Remedy:</strong> pad the <code>samples</code>" in rendered  # a code span, not escaped backticks
     assert "<code>other</code> declined: not mine | really" in rendered
     assert "<td>Branch</td>" in rendered and "<code>repairbot/fix-model-12345678</code>" in rendered
     assert "<td>device count</td>\n<td><code>0</code></td>" in rendered

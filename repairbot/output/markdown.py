@@ -68,6 +68,22 @@ def escape(text: str) -> str:
     return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
 
 
+# A code span as the repairbot's own texts write one (summaries, evidence, remedies): `...`
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def inline(text: str) -> str:
+    """Text written with `code spans` (a fix's summary, a remedy): the spans rendered as code
+    (their content cannot break out of them), everything else escaped."""
+    text = " ".join(str(text).split())
+    out, last = [], 0
+    for match in _CODE_SPAN.finditer(text):
+        out += [_SPECIAL.sub(r"\\\1", text[last:match.start()]), code(match[1])]
+        last = match.end()
+    out.append(_SPECIAL.sub(r"\\\1", text[last:]))
+    return "".join(out)
+
+
 def code(text: object) -> str:
     """An inline code span that no content can break out of (on one line)."""
     value = " ".join(str(text).splitlines()) or " "
@@ -313,9 +329,9 @@ def _declines(declines: Sequence[Decline]) -> list[str]:
     for decline in declines:
         if decline.diagnosis:
             place = f" at {_where(decline.file, decline.line)}" if decline.file else ""
-            out.append(f"**Diagnosis** ({code(decline.pattern)}{place}): {escape(decline.reason)}")
-            out.append(f"**Remedy:** {escape(decline.diagnosis)}")
-    refusals = [f"- {code(d.pattern)} declined: {escape(d.reason)}" for d in declines if not d.diagnosis]
+            out.append(f"**Diagnosis** ({code(decline.pattern)}{place}): {inline(decline.reason)}")
+            out.append(f"**Remedy:** {inline(decline.diagnosis)}")
+    refusals = [f"- {code(d.pattern)} declined: {inline(d.reason)}" for d in declines if not d.diagnosis]
     if refusals:
         out.append("\n".join(refusals))
     return out
@@ -336,16 +352,23 @@ def _attempt(report: RepairReport, attempt: Attempt, sources: _SourceVersions) -
             state = "verified, not applied: the repair gave up later"
         parts.append(
             f"**Fix** at {_where(attempt.fix.file, site.span.line)} "
-            f"({state}; applicability: **{escape(site.applicability.value)}**): {escape(site.summary)}"
+            f"({state}; applicability: **{escape(site.applicability.value)}**): {inline(site.summary)}"
         )
         if site.evidence_text:
-            parts.append(f"**Evidence:** {escape(site.evidence_text)}")
-        parts.extend(f"**Note:** {escape(note)}" for note in site.notes)
+            parts.append(f"**Evidence:** {inline(site.evidence_text)}")
+        parts.extend(f"**Note:** {inline(note)}" for note in site.notes)
     parts.extend(_declines(attempt.declines))
     evidence = _evidence(attempt.evidence)
     if evidence is not None:
         parts.append(evidence)
     return "\n\n".join(p for p in parts if p)
+
+
+def _files_modified(report: RepairReport) -> str:
+    files = ", ".join(code(f) for f in report.files_modified)
+    if report.dry_run and files:
+        return f"none (dry run; would modify {files})"
+    return files or "none"
 
 
 def _summary_table(report: RepairReport) -> str:
@@ -354,7 +377,7 @@ def _summary_table(report: RepairReport) -> str:
         ("Status", f"**{escape(report.status.value)}** ({code(report.stop_reason.value)}: {escape(STOP_EXPLANATIONS[report.stop_reason])})"),
         ("Script", code(report.script)),
         ("Errors fixed", str(fixed)),
-        ("Files modified", ", ".join(code(f) for f in report.files_modified) or "none"),
+        ("Files modified", _files_modified(report)),
     ]
     if report.branch:
         rows.append(("Branch", f"{code(report.branch)} at {code(report.commit or '')}"))
@@ -374,7 +397,7 @@ def _summary_table(report: RepairReport) -> str:
 def _health_finding(finding: HealthFinding) -> str:
     parts = [
         f"#### ⚠️ {code(finding.id)} at {_where(finding.file, finding.line) if finding.file else 'no source line'}",
-        escape(finding.message),
+        inline(finding.message),
     ]
     if finding.evidence:
         parts.append("<details><summary>Measured in the run</summary>\n\n"
@@ -466,7 +489,7 @@ def render_markdown(report: RepairReport, root: Path | None = None) -> str:
     if report.scratch:
         notes.append(f"the runs' scratch folder was kept: {report.scratch}")
     if notes:
-        tail.append("### Notes\n\n" + "\n".join(f"- {escape(note)}" for note in notes))
+        tail.append("### Notes\n\n" + "\n".join(f"- {inline(note)}" for note in notes))
     tail.append(f"<sub>repairbot {__version__}, report schema {code(SCHEMA)}</sub>")
     if report.diff:
         used = sum(len(p.encode()) + 2 for p in [*head, *tail])

@@ -102,7 +102,7 @@ def render_text(report: RepairReport) -> str:
 
     blocks.extend(health_block(finding) for finding in report.health)
 
-    files = ", ".join(report.files_modified) or "none"
+    files = modified_files(report)
     if report.command == "doctor":
         status = _doctor_status(report, blocks)
     elif report.status in (Status.FIXED, Status.ALREADY_PASSING):
@@ -126,6 +126,20 @@ def render_text(report: RepairReport) -> str:
     body = "\n\n".join(blocks)
     tail = "\n".join([*notes, status])
     return f"{body}\n\n{tail}\n" if body else f"{tail}\n"
+
+
+def modified_files(report: RepairReport) -> str:
+    """The status line's "Files Modified": with --dry-run none, and the files it would modify."""
+    files = ", ".join(report.files_modified)
+    if report.dry_run and files:
+        return f"none (dry run; would modify {files})"
+    return files or "none"
+
+
+def status_line(report: RepairReport) -> str:
+    """The one line ``-q`` prints: the status line, with the fix branch where one was made."""
+    last = render_text(report).rstrip("\n").splitlines()[-1]
+    return f"{last} | Branch: {report.branch}" if report.branch else last
 
 
 def _doctor_status(report: RepairReport, blocks: list[str]) -> str:

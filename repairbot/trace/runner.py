@@ -204,7 +204,7 @@ class SubprocessRunner:
                 status=RunStatus.TIMEOUT, exit_code=None, duration_s=duration, failure=None,
                 evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
             )
-        status, failure = _judge(code, evidence, stderr)
+        status, failure = _judge(code, evidence, stderr, bool(request.args))
         return RunResult(
             status=status, exit_code=code, duration_s=duration, failure=failure,
             evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
@@ -376,7 +376,7 @@ class _LineReader:
         return value if isinstance(value, dict) else None
 
 
-def _judge(code: int, evidence: Evidence | None, stderr: str) -> tuple[RunStatus, Failure | None]:
+def _judge(code: int, evidence: Evidence | None, stderr: str, had_args: bool = False) -> tuple[RunStatus, Failure | None]:
     """The status of a finished run and, for a failure, what failed."""
     if evidence is not None and evidence.outcome == "stopped" and code == 0:
         return RunStatus.STOPPED, None
@@ -391,21 +391,22 @@ def _judge(code: int, evidence: Evidence | None, stderr: str) -> tuple[RunStatus
     if code < 0:
         name = _signal_name(-code)
         return RunStatus.FAILED, Failure(exc_type="Killed", message=f"the script was killed by {name}")
-    return RunStatus.FAILED, Failure(exc_type="SystemExit", message=_exit_message(code, stderr))
+    return RunStatus.FAILED, Failure(exc_type="SystemExit", message=_exit_message(code, stderr, had_args))
 
 
-def _exit_message(code: int, stderr: str) -> str:
+def _exit_message(code: int, stderr: str, had_args: bool = False) -> str:
     """Why a script exited non-zero without a traceback, in its own words where it gave any.
 
     ``sys.exit("message")``, argparse's usage error (exit 2) and the like print one last line on
     stderr: the report shows it, so "exited with code 2" never stands alone. A usage error is
-    the script refusing the arguments it was given, not bad input to repairbot.
+    the script refusing the arguments it was given, not bad input to repairbot; the hint on
+    where they go only when it was given none (those it got did reach it).
     """
     message = f"the script exited with code {code}"
     last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
     if last:
         message += f": {last[:500]}"
-    if code == 2 and re.search(r"^usage: ", stderr, re.MULTILINE):
+    if code == 2 and not had_args and re.search(r"^usage: ", stderr, re.MULTILINE):
         message += " (give the script its arguments after `--`: repairbot fix SCRIPT -- ARGS)"
     return message
 
