@@ -460,6 +460,7 @@ def patterns(as_json: bool) -> None:
 @click.option("--select", multiple=True, metavar="ID", help="Only these rules (repeatable).")
 @click.option("--ignore", multiple=True, metavar="ID", help="Never these rules (repeatable).")
 @click.option("-j", "--jobs", type=int, metavar="N", help="Worker processes (default: every core).")
+@click.option("--force-exclude", is_flag=True, help="Apply the exclusions (exclude, .gitignore) to the paths named too, as pre-commit needs.")
 @common_options
 def lint(paths: tuple[Path, ...], output_format: str, **options: Any) -> None:
     """Find the PyTorch bugs that never crash, in files and folders (fixed with --fix)."""
@@ -468,7 +469,7 @@ def lint(paths: tuple[Path, ...], output_format: str, **options: Any) -> None:
         raise BadInput(f"--diff prints a diff; it does not combine with --format {output_format}")
     report = api.lint(LintOptions(paths=paths, edits=output_format == "sarif", **options))
     click.echo(report.diff if options["diff"] else render(report, output_format, Path.cwd(), bool(ctx.color)), nl=False)
-    if not ctx.meta["quiet"] or report.errors:
+    if not ctx.meta["quiet"] or report.errors or report.unchecked:
         to_stderr = options["diff"] or output_format != "text"
         click.echo(summary(report, verbose=ctx.meta["verbose"]), err=to_stderr, nl=False)
     ctx.exit(report.exit_code)

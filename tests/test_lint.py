@@ -262,16 +262,50 @@ def test_a_file_that_does_not_parse_is_reported_and_the_run_goes_on(project: Pat
     parse = [f for f in data if f["rule"] == "parse-error"]
     assert parse == [{"path": "broken.py", "line": 3, "column": 7, "rule": "parse-error", "message": parse[0]["message"], "fix": "none"}]
     assert {f["path"] for f in data} == {"broken.py", "train.py"}
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a file could not be checked
 
 
 def test_files_without_torch_are_not_parsed_and_pass(tmp_path: Path) -> None:
     # pre-commit with only torch-free files staged must pass (TorchFix's hook crashed there)
-    (tmp_path / "util.py").write_text("def f(:\n")  # not even valid: it is never parsed
+    (tmp_path / "util.py").write_text("def f(x):\n    return x\n")
     (tmp_path / "other.py").write_text("x = 1\n")
     result = run_cli("lint", "util.py", "other.py", "-v", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Checked 2 files (0 parsed, 2 lines)" in result.stdout
+    assert "Checked 2 files (0 parsed, 3 lines)" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "reason"),
+    [
+        ("b.py", "import torch\nx = torch.randn(3\n", "syntax error: '(' was never closed (line 2, column 16)"),
+        ("util.py", "def f(:\n", "syntax error: invalid syntax (line 1, column 7)"),  # no torch: still parsed
+        ("nul.py", "import torch\x00\n", "source code string cannot contain null bytes"),
+    ],
+)
+def test_every_file_that_cannot_be_parsed_is_reported_and_exits_2(
+    tmp_path: Path, name: str, text: str, reason: str
+) -> None:
+    (tmp_path / name).write_text(text)
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    result = run_cli("lint", name, "ok.py", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout.splitlines()[0].startswith(f"{name}: cannot parse: ") and reason in result.stdout
+    assert "All checks passed" not in result.stdout and "1 file could not be checked" in result.stdout
+    quiet = run_cli("lint", name, "ok.py", "-q", "--format", "json", cwd=tmp_path)
+    assert quiet.returncode == 2 and json.loads(quiet.stdout)[0]["rule"] == "parse-error"
+
+
+def test_a_file_that_cannot_be_read_is_reported_and_exits_2(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads every file")
+    locked = tmp_path / "locked.py"
+    locked.write_text("import torch\n")
+    locked.chmod(0)
+    try:
+        result = run_cli("lint", "locked.py", cwd=tmp_path)
+    finally:
+        locked.chmod(0o644)
+    assert result.returncode == 2 and result.stdout.startswith("locked.py: cannot read: Permission denied")
 
 
 def test_explicit_files_are_linted_whatever_their_name(tmp_path: Path) -> None:
@@ -319,9 +353,28 @@ def test_pyproject_exclude_applies_to_folders_and_named_files(tmp_path: Path) ->
         "legacy_train.py": "", "train.py": "",
     })
     assert [d for _, d in discover([Path(".")], tmp_path)] == ["patterns/p/lint.py", "train.py"]
-    # a hook names the files: the exclude list still applies
+    # named files are linted, as ruff does; a hook passes --force-exclude: the list applies then
     named = [Path("fixtures/a/train.py"), Path("legacy_train.py"), Path("train.py")]
-    assert [d for _, d in discover(named, tmp_path)] == ["train.py"]
+    assert [d for _, d in discover(named, tmp_path)] == ["fixtures/a/train.py", "legacy_train.py", "train.py"]
+    assert [d for _, d in discover(named, tmp_path, force_exclude=True)] == ["train.py"]
+    assert [d for _, d in discover([Path("fixtures")], tmp_path)] == ["fixtures/a/train.py"]
+    assert discover([Path("fixtures")], tmp_path, force_exclude=True) == []
+
+
+def test_named_gitignored_files_are_linted_unless_force_exclude(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    _tree(tmp_path, {
+        ".gitignore": "build/\nscratch_*.py\n", "build/gen.py": "", "scratch_1.py": "", "train.py": "",
+        ".venv/lib/site.py": "", "sub/.gitignore": "local.py\n", "sub/local.py": "",
+    })
+    named = [Path("build/gen.py"), Path("scratch_1.py"), Path("train.py"), Path(".venv/lib/site.py"), Path("sub/local.py")]
+    assert [d for _, d in discover(named, tmp_path)] == [".venv/lib/site.py", "build/gen.py", "scratch_1.py", "sub/local.py", "train.py"]
+    assert [d for _, d in discover(named, tmp_path, force_exclude=True)] == ["train.py"]
+    # the same through the command line, as the pre-commit hook runs it
+    (tmp_path / "scratch_1.py").write_text(UNSAFE_ONLY)
+    assert run_cli("lint", "scratch_1.py", cwd=tmp_path).returncode == 1
+    forced = run_cli("lint", "--force-exclude", "scratch_1.py", cwd=tmp_path)
+    assert forced.returncode == 0 and "All checks passed (0 files)" in forced.stdout
 
 
 def test_a_bad_exclude_list_is_bad_input(tmp_path: Path) -> None:

@@ -328,7 +328,7 @@ def _parse_error(display: str, data: bytes, error: Exception) -> Finding:
     else:
         if isinstance(error, cst.ParserSyntaxError):  # valid Python that LibCST cannot read
             line, column = error.raw_line, error.raw_column + 1
-    return Finding(display, line, column, line, column, PARSE_ERROR, f"cannot parse the file: {message}", "none")
+    return Finding(display, line, column, line, column, PARSE_ERROR, f"cannot parse: {message}", "none")
 
 
 def lint_file(
@@ -339,7 +339,7 @@ def lint_file(
     except OSError as error:
         return FileResult(
             display, 0, parsed=False,
-            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read the file: {error.strerror}", "none"),),
+            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read: {error.strerror}", "none"),),
         )
     return lint_bytes(data, path, display, rules, fix, edits, package_of(path.absolute().parent))
 

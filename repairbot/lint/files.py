@@ -4,9 +4,11 @@ A folder is searched for ``*.py`` files, leaving out what ``.gitignore`` files i
 the folder and below it, and those of its parent folders up to the repository's top, plus
 ``.git/info/exclude``), the usual tool and environment folders (``.git``, ``.venv``,
 ``site-packages``, ``node_modules``...) below it, and what ``exclude`` lists in the
-``[tool.repairbot]`` table of the nearest ``pyproject.toml``. A file named on the command line
-is checked whatever its name, unless that ``exclude`` list covers it (so that a pre-commit hook,
-which names files, honours it too).
+``[tool.repairbot]`` table of the nearest ``pyproject.toml``. A path named on the command line
+is checked whatever its name, as ruff does: the exclusions (``exclude``, ``.gitignore``, the
+default folders) decide what a folder's search finds, never what was named, unless
+``force_exclude`` (``--force-exclude``, what the pre-commit hooks pass, since pre-commit names
+every staged file) applies them to the named paths too.
 
 Patterns, in ``.gitignore`` and ``exclude`` alike, follow gitignore(5): ``*``, ``?``,
 ``[...]``, ``**``, a leading ``/`` or an inner ``/`` anchoring to the file's folder, a trailing
@@ -177,8 +179,9 @@ class Config:
     root: Path
     exclude: IgnoreFile | None
 
-    def excludes(self, path: Path, is_dir: bool) -> bool:
-        """Whether ``exclude`` covers the path or a folder above it (below the config's root)."""
+    def excludes(self, path: Path, is_dir: bool, below: Path | None = None) -> bool:
+        """Whether ``exclude`` covers the path or a folder above it (below the config's root,
+        and below ``below``: a folder named on the command line is searched even if excluded)."""
         if self.exclude is None:
             return False
         try:
@@ -190,6 +193,8 @@ class Config:
         for index, part in enumerate(parts):
             current = current / part
             last = index == len(parts) - 1
+            if below is not None and not (last or below in current.parents):
+                continue
             if _ignored([self.exclude], current, is_dir=is_dir if last else True):
                 return True
         return False
@@ -225,7 +230,7 @@ def display_path(path: Path, cwd: Path) -> str:
         return path.as_posix()
 
 
-def _walk(folder: Path, chain: list[IgnoreFile], config: Config) -> Iterator[Path]:
+def _walk(folder: Path, chain: list[IgnoreFile], config: Config, named: Path) -> Iterator[Path]:
     if folder != config.root and (folder / "pyproject.toml").is_file():
         config = config_for(folder)  # a nested project has its own exclude list
     own = _read_ignore(folder / ".gitignore")
@@ -243,16 +248,35 @@ def _walk(folder: Path, chain: list[IgnoreFile], config: Config) -> Iterator[Pat
         except OSError:
             continue
         if is_dir:
-            if entry.name in DEFAULT_EXCLUDES or _ignored(chain, path, True) or config.excludes(path, True):
+            if entry.name in DEFAULT_EXCLUDES or _ignored(chain, path, True) or config.excludes(path, True, named):
                 continue
-            yield from _walk(path, chain, config)
+            yield from _walk(path, chain, config, named)
         elif is_file and entry.name.endswith(".py"):
-            if _ignored(chain, path, False) or config.excludes(path, False):
+            if _ignored(chain, path, False) or config.excludes(path, False, named):
                 continue
             yield path
 
 
-def discover(arguments: Sequence[Path], cwd: Path) -> list[tuple[Path, str]]:
+def _named_path_excluded(path: Path, is_dir: bool, cwd: Path) -> bool:
+    """``--force-exclude``: whether a path named on the command line is one that a search of
+    the folders above it would leave out: ``exclude`` covers it, or a ``.gitignore`` or a default
+    folder name (``.venv``, ``build``...) covers it or a folder above it, below the repository's
+    top (below the working directory outside a repository)."""
+    if config_for(path.parent).excludes(path, is_dir):
+        return True
+    root = _repository_root(path.parent)
+    top = root or cwd
+    current, current_is_dir = path, is_dir
+    while current != top and top in current.parents:
+        if current_is_dir and current.name in DEFAULT_EXCLUDES:
+            return True
+        if root is not None and _ignored(_outer_ignores(current), current, current_is_dir):
+            return True
+        current, current_is_dir = current.parent, True
+    return False
+
+
+def discover(arguments: Sequence[Path], cwd: Path, force_exclude: bool = False) -> list[tuple[Path, str]]:
     """The files to lint, each with the path findings show; BadInput for a path that is not there."""
     found: dict[Path, str] = {}
     for argument in arguments:
@@ -260,14 +284,11 @@ def discover(arguments: Sequence[Path], cwd: Path) -> list[tuple[Path, str]]:
         path = Path(os.path.normpath(path))
         if not path.exists():
             raise BadInput(f"{argument}: no such file or directory")
+        if force_exclude and _named_path_excluded(path, path.is_dir(), cwd):
+            continue
         if path.is_dir():
-            config = config_for(path)
-            if config.excludes(path, True):
-                continue
-            for file in _walk(path, _outer_ignores(path), config):
+            for file in _walk(path, _outer_ignores(path), config_for(path), path):
                 found.setdefault(file, display_path(file, cwd))
         else:
-            if config_for(path.parent).excludes(path, False):
-                continue
             found.setdefault(path, display_path(path, cwd))
     return sorted(found.items(), key=lambda item: item[1])

@@ -57,42 +57,50 @@ def render_json(report: LintReport) -> str:
 
 
 def render_text(report: LintReport, color: bool = False) -> str:
-    """``path:line:col: rule message``, one per finding."""
+    """``path:line:col: rule message``, one per finding; ``path: cannot parse: reason (line L,
+    column C)`` for a file that could not be checked."""
 
     def paint(text: str, code: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if color else text
 
-    return "".join(
-        f"{paint(f.path, '1')}:{f.line}:{f.column}: {paint(f.rule, '1;31')} {f.message}\n" for f in report.findings
-    )
+    def line(f: Finding) -> str:
+        if f.rule == PARSE_ERROR:
+            return f"{paint(f.path, '1')}: {paint(f.message, '1;31')} (line {f.line}, column {f.column})\n"
+        return f"{paint(f.path, '1')}:{f.line}:{f.column}: {paint(f.rule, '1;31')} {f.message}\n"
+
+    return "".join(map(line, report.findings))
 
 
 def summary(report: LintReport, verbose: bool = False) -> str:
     """The closing lines: what was found, fixed, or left, and how to fix the rest."""
     lines = [f"repairbot: note: {note}" for note in report.notes]
     lines += [f"repairbot: internal error (a bug of repairbot; please report it): {e}" for e in report.errors]
-    files = len({f.path for f in report.findings})
+    unchecked = len(report.unchecked)
+    findings = [f for f in report.findings if f.rule != PARSE_ERROR]
+    files = len({f.path for f in findings})
     if report.dry_run:
         lines.append(
             f"Would fix {_plural(report.fixed, 'finding')} in {_plural(len(report.fixed_files), 'file')}; "
-            f"{_plural(len(report.findings), 'finding')} would remain."
+            f"{_plural(len(findings), 'finding')} would remain."
         )
     elif report.fixed:
         lines.append(
             f"Fixed {_plural(report.fixed, 'finding')} in {_plural(len(report.fixed_files), 'file')}; "
-            f"{_plural(len(report.findings), 'finding')} left."
+            f"{_plural(len(findings), 'finding')} left."
         )
     if not report.dry_run:
-        if report.findings:
+        if findings:
             hints = []
             if report.fixable:
                 hints.append(f"{report.fixable:,} fixable with --fix")
             if report.unsafe_fixable:
                 hints.append(f"{report.unsafe_fixable:,} more with --unsafe-fixes")
             extra = f" ({'; '.join(hints)})" if hints else ""
-            lines.append(f"Found {_plural(len(report.findings), 'finding')} in {_plural(files, 'file')}{extra}.")
-        elif not report.fixed:
+            lines.append(f"Found {_plural(len(findings), 'finding')} in {_plural(files, 'file')}{extra}.")
+        elif not report.fixed and not unchecked:
             lines.append(f"All checks passed ({_plural(report.files, 'file')}).")
+    if unchecked:
+        lines.append(f"{_plural(unchecked, 'file')} could not be checked (not read or not parsed).")
     if verbose:
         lines.append(
             f"Checked {_plural(report.files, 'file')} ({report.parsed:,} parsed, {_plural(report.lines, 'line')}) "

@@ -7,16 +7,17 @@ files stays in this process: starting workers would cost more than it saves.
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import os
 import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from repairbot.lint.engine import FileResult, Finding, FixLevel, lint_many
+from repairbot.lint.engine import PARSE_ERROR, FileResult, Finding, FixLevel, _parse_error, lint_many
 from repairbot.lint.files import discover
 from repairbot.lint.registry import all_rules, rules_by_id, select
 from repairbot.lint.rule import LintRule
@@ -39,6 +40,7 @@ class LintOptions:
     ignore: tuple[str, ...] = ()
     jobs: int | None = None  # worker processes (default: the cores this process may use)
     edits: bool = False  # describe each finding's fix as a text edit (SARIF)
+    force_exclude: bool = False  # the exclusions apply to the paths named too (ruff's --force-exclude)
 
     @property
     def fix_level(self) -> FixLevel:
@@ -74,8 +76,13 @@ class LintReport:
         return sum(f.fix == "unsafe" for f in self.findings)
 
     @property
+    def unchecked(self) -> tuple[Finding, ...]:
+        """The files that could not be read or parsed, so were not checked."""
+        return tuple(f for f in self.findings if f.rule == PARSE_ERROR)
+
+    @property
     def exit_code(self) -> int:
-        if self.errors:
+        if self.errors or self.unchecked:
             return 2
         if self.dry_run:
             return 1 if self.findings or self.diff else 0
@@ -89,10 +96,33 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _syntax_checked(items: list[tuple[Path, str]], results: list[FileResult]) -> list[FileResult]:
+    """The results, where a file was skipped unparsed (no rule could fire in it) and does not
+    even parse, with that parse error: a file that cannot be checked is always reported.
+    Python's own parser answers that at a fraction of LibCST's cost."""
+    checked = []
+    for (path, _), result in zip(items, results, strict=True):
+        if not result.parsed and not result.findings:
+            try:
+                compile(path.read_bytes(), result.path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            except (SyntaxError, ValueError, UnicodeDecodeError) as error:
+                result = replace(result, findings=(_parse_error(result.path, path.read_bytes(), error),))
+            except OSError:
+                pass  # gone since it was read: nothing more to say of it
+        checked.append(result)
+    return checked
+
+
+def _lint_many(
+    items: list[tuple[Path, str]], rules: Sequence[type[LintRule]], level: FixLevel, edits: bool
+) -> list[FileResult]:
+    return _syntax_checked(items, lint_many(items, rules, level, edits))
+
+
 def _chunk_worker(args: tuple[list[tuple[Path, str]], tuple[str, ...], FixLevel, bool]) -> list[FileResult]:
     items, rule_ids, level, edits = args
     known = rules_by_id()  # inherited from the parent when forked; imported once per worker otherwise
-    return lint_many(items, [known[i] for i in rule_ids], level, edits)
+    return _lint_many(items, [known[i] for i in rule_ids], level, edits)
 
 
 def _by_size(items: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
@@ -110,7 +140,7 @@ def lint_files(
 ) -> list[FileResult]:
     """Every file's result, in the order of ``items``."""
     if jobs <= 1 or len(items) < PARALLEL_MIN_FILES:
-        return lint_many(items, rules, level, edits)
+        return _lint_many(items, rules, level, edits)
     ordered = _by_size(items)
     chunks = [ordered[i:i + CHUNK_FILES] for i in range(0, len(ordered), CHUNK_FILES)]
     ids = tuple(rule.ID for rule in rules)
@@ -130,7 +160,7 @@ def run_lint(options: LintOptions) -> LintReport:
     if options.jobs is not None and options.jobs < 1:
         raise BadInput("--jobs must be at least 1")
     rules = select(all_rules(), options.select, options.ignore)
-    items = discover(options.paths, options.cwd)
+    items = discover(options.paths, options.cwd, options.force_exclude)
     jobs = options.jobs or available_cores()
     level = options.fix_level
     results = lint_files(items, rules, level, options.edits, jobs)
