@@ -53,12 +53,43 @@ class Classification:
         return self.candidates[0].pattern.ID if self.candidates else None
 
 
+# Library functions that raise one failure only, by (path ending, function): a traceback posted
+# without its exception line (cut off, or swallowed) that ends in one is that failure. Most
+# library frames raise many (``torch.autograd.backward``: a graph freed or missing, an in-place
+# change, a hook's error...) and classify nothing.
+_FRAME_ENDINGS = {
+    ("torch/serialization.py", "validate_cuda_device"): "map-location",
+}
+
+
+def ending_frame(failure: Failure) -> str | None:
+    """For a traceback without an exception line: ``function (file:line)`` of its deepest frame."""
+    if failure.exc_type or failure.message or not failure.frames:
+        return None
+    last = failure.frames[-1]
+    return f"{last.function or '?'} ({last.file}:{last.line})"
+
+
+def frame_candidates(failure: Failure, patterns: Iterable[Pattern]) -> list[Candidate]:
+    """The pattern a frames-only traceback's deepest frame names, where it names one."""
+    if ending_frame(failure) is None:
+        return []
+    last = failure.frames[-1]
+    path = last.file.replace("\\", "/")
+    wanted = next((i for (end, fn), i in _FRAME_ENDINGS.items() if path.endswith(end) and last.function == fn), None)
+    empty = re.compile("").match("")
+    assert empty is not None
+    return [Candidate(p, empty, failure, 0) for p in patterns if wanted == p.ID]
+
+
 def classify_log(text: str, patterns: Iterable[Pattern]) -> Classification:
-    """Classify the failure a raw log (traceback, CI log, issue text) reports."""
+    """Classify the failure a raw log (traceback, CI log, issue text) reports; a traceback
+    without its exception line by the library frame it ends in."""
     failure = parse_log(text)
     if failure is None:
         return Classification(None, ())
-    return Classification(failure, tuple(candidates(failure, patterns)))
+    chosen = tuple(patterns)
+    return Classification(failure, tuple(candidates(failure, chosen) or frame_candidates(failure, chosen)))
 
 
 # Failures of the machine, not of the script: a missing file or package, the network.

@@ -24,6 +24,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from repairbot import __version__, api, registry
+from repairbot.classify import ending_frame
 from repairbot.lint import LintOptions
 from repairbot.lint.formats import FORMATS, render, summary
 from repairbot.output.markdown import render_markdown
@@ -417,7 +418,8 @@ def classify(log: str, as_json: bool) -> None:
         click.echo("no traceback found")
     else:
         click.echo(f"pattern: {data['pattern'] or 'none'}")
-        click.echo(f"error: {failure.headline}")
+        ending = ending_frame(failure)
+        click.echo(f"error: {failure.headline}" if ending is None else f"error: none printed (the traceback ends in {ending})")
         click.echo(f"user frame: {frame.location if frame else 'none'}")
         if failure.command:
             click.echo(f"command: {failure.command}")

@@ -21,11 +21,11 @@ import keyword
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from repairbot.types import Failure, Frame
 
-__all__ = ["is_user_path", "parse_log", "strip_noise", "worker_frames"]
+__all__ = ["is_user_path", "parse_log", "strip_noise", "worker_exception", "worker_frames"]
 
 # --------------------------------------------------------------------------------------------
 # Noise
@@ -197,6 +197,7 @@ _FLAT_KEYWORDS = ('File "', "File \u201c", "Traceback (most recent", "above exce
 # The whole log is searched for commands: single characters where they do (memchr is fast).
 _COMMAND_KEYWORDS = ("$", "@", "+", ">", "Run ", "python", "torchrun", "accelerate", "deepspeed")
 _MAX_MESSAGE_LINES = 500  # bounds the cost of an exception line followed by a whole log
+_MAX_WRAPPED_LINES = 4  # lines a terminal may wrap one warning message onto, after its first
 _TAIL_CHUNK = 1 << 18  # characters read first, from the end of a log
 
 # --------------------------------------------------------------------------------------------
@@ -466,9 +467,12 @@ class _Report:
     warning: bool = False
 
     def failure(self, causes: tuple[Failure, ...] = (), command: str | None = None) -> Failure:
+        # A DataLoader worker's error re-raised by the loader: the worker's own exception is the
+        # failure (its type and message), not the wrapper's "Caught X in DataLoader worker".
+        exc_type, message = worker_exception(self.message) or (self.exc_type, self.message)
         return Failure(
-            exc_type=self.exc_type,
-            message=self.message,
+            exc_type=exc_type,
+            message=message,
             frames=self.frames,
             worker_frames=worker_frames(self.message),
             warning=self.warning,
@@ -611,12 +615,49 @@ class _Parser:
             return _Report(exception["type"], message, (), i), end
         warning = _WARNING_LINE.match(stripped) if "Warning" in stripped else None
         if warning is not None:
-            end, code = i + 1, None
+            message, end = self._unwrapped(warning["msg"], line, i + 1)
+            code = None
             if end < self.n and self.lines[end][:1].isspace() and not _FRAME.match(self.lines[end]):
                 end, code = end + 1, self.lines[end].strip()
             frame = _frame(warning["file"], int(warning["line"]), "", code)
-            return _Report(warning["type"], warning["msg"], (frame,), i, warning=True), end
+            return _Report(warning["type"], message, (frame,), i, warning=True), end
         return None, i
+
+    def _unwrapped(self, message: str, raw: str, i: int) -> tuple[str, int]:
+        """A warning's message with the lines a terminal wrapped it onto joined back, and the
+        line after it. The warnings module prints the message on one line, then the source
+        line indented: unindented lines before that source line (at most a few) are the
+        message's, wrapped at the terminal's width. A line that ends in padding was cut at a
+        space; one that does not, mid-word."""
+        end = i
+        while end < min(self.n, i + _MAX_WRAPPED_LINES):
+            line = self.lines[end]
+            stripped = line.strip()
+            if not stripped or line[:1].isspace() or self._starts_report(stripped):
+                break
+            end += 1
+        if end == i or end >= self.n or not self.lines[end][:1].isspace() or not self.lines[end].strip():
+            return message.rstrip(), i  # no wrapped lines, or not followed by the source line
+        parts = [message]
+        for k in range(i - 1, end - 1):
+            previous = self.lines[k] if k >= i else raw
+            parts.append(" " if previous != previous.rstrip() else "")
+            parts[-2] = parts[-2].rstrip()
+            parts.append(self.lines[k + 1].strip())
+        return "".join(parts).rstrip(), end
+
+    @staticmethod
+    def _starts_report(stripped: str) -> bool:
+        """Whether a line starts something other than a wrapped message: a traceback, an
+        exception or warning line, a log line or prompt."""
+        return bool(
+            _TB_HEADER.match(stripped)
+            or _STRICT_EXCEPTION.match(stripped)
+            or ("Warning" in stripped and _WARNING_LINE.match(stripped))
+            or _LOG_LINE.match(stripped)
+            or _SHELL_PROMPT.match(stripped)
+            or _FRAME.match(stripped)
+        )
 
     def _traceback(self, i: int, start: int, default_type: str = "") -> tuple[_Report | None, int]:
         """Frames from line ``i`` on, then the exception line and its message."""
@@ -901,7 +942,73 @@ def parse_log(text: str) -> Failure | None:
     raw = lines.raw_index(chain[0].start)
     start = begin + sum(map(len, lines.raw[:raw])) + raw  # the chain's offset in the text
     causes = tuple(report.failure() for report in reversed(chain[:-1]))
-    return chain[-1].failure(causes=causes, command=_command(text, start))
+    failure = chain[-1].failure(causes=causes, command=_command(text, start))
+    return _with_causing_warning(failure, lines, chain[0].start)
+
+
+# Warnings that announce the error that follows them: (the error's message, the warning's).
+# An MSE/L1 loss warns "Using a target size ..." and, where the two shapes do not broadcast
+# at all, then fails broadcasting them: the error names no loss, the warning names the cause.
+_CAUSING_WARNINGS = (
+    (
+        re.compile(r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\)"),
+        re.compile(r"Using a target size \("),
+    ),
+)
+_WARNING_LOOKBACK = 30  # lines above an error searched for the warning that announced it
+
+
+def _with_causing_warning(failure: Failure, lines: Sequence[str], start: int) -> Failure:
+    """The failure as one of the warning printed just before it, where that warning is the
+    known announcement of this error: the warning's type and message with the error's frames
+    (so the user's line is the call that warned), the error kept as the first cause."""
+    if failure.warning:
+        return failure
+    for error, announcement in _CAUSING_WARNINGS:
+        if error.search(failure.message) is None:
+            continue
+        parser = _Parser(lines)
+        for k in range(start - 1, max(-1, start - 1 - _WARNING_LOOKBACK), -1):
+            line = lines[k]
+            found = announcement.search(line)
+            if found is None:
+                continue
+            report, _ = parser._report_at(k) if "Warning" in line else (None, k)
+            if report is not None and report.warning:
+                exc_type, message = report.exc_type, report.message
+            else:  # the message alone, as a post quotes it
+                exc_type, message = "UserWarning", line[found.start():].strip()
+            return Failure(
+                exc_type=exc_type, message=message, frames=failure.frames,
+                worker_frames=failure.worker_frames, command=failure.command,
+                causes=(replace(failure, causes=()), *failure.causes),
+            )
+    return failure
+
+
+def worker_exception(message: str) -> tuple[str, str] | None:
+    """The type and message of the exception a DataLoader worker raised, from the "Original
+    Traceback (most recent call last):" section torch embeds in the re-raised exception's
+    message (the last section, the innermost); None when there is none, or it shows no
+    exception line."""
+    if "Original Traceback" not in message:
+        return None
+    lines = message.split("\n")
+    marker = next(
+        (k for k in range(len(lines) - 1, -1, -1) if lines[k].lstrip().startswith("Original T")),
+        None,
+    )
+    if marker is None or not _WORKER_MARKER.match(lines[marker]):
+        return None
+    parser = _Parser(_Lines(lines, clean=True))
+    _, end = parser._frames(parser._skip_blank(marker + 1))
+    if end >= len(lines):
+        return None
+    found = _exception_line(lines[end].strip())
+    if found is None:
+        return None
+    text, _ = parser._message(end + 1, found[1])
+    return found[0], text
 
 
 def worker_frames(message: str) -> tuple[Frame, ...]:

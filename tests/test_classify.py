@@ -110,3 +110,37 @@ def test_a_dtype_difference_is_not_a_device_mismatch(message: str) -> None:
 )
 def test_device_mismatch_message_forms(message: str) -> None:
     assert _ranked(message)[:1] == ["device-mismatch"]
+
+
+def test_a_traceback_without_its_exception_line_classifies_by_the_frame_it_ends_in() -> None:
+    from repairbot.classify import classify_log, ending_frame
+
+    load = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/me/proj/eval.py", line 12, in <module>\n'
+        "    state = torch.load('best.pt')\n"
+        '  File "/venv/lib/python3.10/site-packages/torch/serialization.py", line 1014, in load\n'
+        "    return _load(opened_zipfile, map_location, pickle_module, **pickle_load_args)\n"
+        '  File "/venv/lib/python3.10/site-packages/torch/serialization.py", line 166, in validate_cuda_device\n'
+        "    raise RuntimeError('Attempting to deserialize object on a CUDA '\n"
+    )
+    result = classify_log(load, registry.all_patterns())
+    assert result.pattern == "map-location"
+    assert result.failure is not None and result.failure.user_frame is not None
+    assert result.failure.user_frame.location == "/home/me/proj/eval.py:12"
+    assert ending_frame(result.failure) == "validate_cuda_device (/venv/lib/python3.10/site-packages/torch/serialization.py:166)"
+    # a frame that raises many different failures names none
+    backward = (CORPUS / "other" / "frames-only-backward.txt").read_text().partition("\n\n")[2]
+    assert classify_log(backward, registry.all_patterns()).pattern is None
+
+
+def test_classify_says_when_no_exception_line_was_printed() -> None:
+    from click.testing import CliRunner
+
+    from repairbot.cli import main
+
+    body = (CORPUS / "other" / "frames-only-backward.txt").read_text().partition("\n\n")[2]
+    result = CliRunner().invoke(main, ["classify"], input=body)
+    assert result.exit_code == 1
+    assert "error: none printed (the traceback ends in backward (/data/users/me/pytorch/torch/autograd/__init__.py:254))" in result.output
+    assert "user frame: /data/users/me/sandbox/hook_error.py:29" in result.output

@@ -22,24 +22,22 @@ LAST_EXCEPTION_LINE = re.compile(
 
 # Specimens whose final exception line that regex cannot read: (type, message prefix).
 EXPECTED_EXCEPTION = {
-    # A DataLoader worker re-raise: the message is the wrapper's, the worker's error inside it.
-    "collate-size/tail-reraise-and-worker.txt": (
-        "RuntimeError",
-        "Caught RuntimeError in DataLoader worker process 0.\nOriginal Traceback",
+    # A DataLoader worker re-raise: the worker's own error, not the wrapper's "Caught X in
+    # DataLoader worker process 0." (posted here without the "FileNotFoundError: " prefix)
+    "other/worker-filenotfound.txt": ("FileNotFoundError", "[Errno 2] No such file or directory: "),
+    # A warning that announced the error after it: the warning is the failure (the error its cause)
+    "target-shape/warning-then-broadcast-error.txt": (
+        "UserWarning",
+        "Using a target size (torch.Size([1, 1, 768, 1024])) that is different to the input size",
     ),
-    "collate-size/worker-part-only.txt": (
-        "RuntimeError",
-        "Caught RuntimeError in DataLoader worker process 0.\nOriginal Traceback",
+    # Wrapped by the terminal mid-sentence, with trailing padding: unwrapped
+    "target-shape/warning-wrapped-padded.txt": (
+        "UserWarning",
+        "Using a target size (torch.Size([1, 1])) that is different to the input size (torch.Size([10, 1])). "
+        "This will likely lead to incorrect results due to broadcasting. Please ensure they have the same size.",
     ),
-    "other/worker-keyerror.txt": (
-        "KeyError",
-        "Caught KeyError in DataLoader worker process 0.\nOriginal Traceback",
-    ),
-    # Posted without the "FileNotFoundError: " prefix; the type is the one the line names.
-    "other/worker-filenotfound.txt": (
-        "FileNotFoundError",
-        "Caught FileNotFoundError in DataLoader worker process 0.\nOriginal Traceback",
-    ),
+    # Frames only: the exception line was never printed
+    "other/frames-only-backward.txt": ("", ""),
     "target-shape/warning-only-l1-user-location.txt": (
         "UserWarning",
         "Using a target size (torch.Size([64, 1, 8, 3])) that is different to the input size",
@@ -57,8 +55,6 @@ MESSAGE_HOLDS = {
     "weights-only/ci-extract-relu.txt": "\n\tWeightsUnpickler error: Unsupported global: GLOBAL torch.nn",
     "weights-only/notebook-numpy-scalar.txt": "\n\nCheck the documentation of torch.load",
     "weights-only/pdb-listconfig.txt": "\n\nCheck the documentation of torch.load",
-    "collate-size/worker-part-only.txt": "\nRuntimeError: stack expects each tensor to be equal size",
-    "other/worker-keyerror.txt": "\nKeyError: 0",
 }
 MESSAGE_LACKS = {
     "other/nccl-ddp-elastic.txt": "ERROR:torch",
@@ -91,7 +87,7 @@ def expected_exception(name: str, body: str) -> tuple[str, str]:
 
 
 def test_specimens_are_all_there() -> None:
-    assert len(SPECIMENS) == 69
+    assert len(SPECIMENS) == 73
     assert (DATA / "README.md").is_file()
 
 
@@ -114,7 +110,7 @@ def test_specimen(path: Path) -> None:
         assert MESSAGE_HOLDS[name] in failure.message
     if name in MESSAGE_LACKS:
         assert MESSAGE_LACKS[name] not in failure.message
-    assert failure.warning == (exc_type == "UserWarning")
+    assert failure.warning == (exc_type == "UserWarning" and not failure.causes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,8 +319,9 @@ wandb: Waiting for W&B process to finish... (failed 1).
 def test_dataloader_worker_error() -> None:
     failure = parse_log(WORKER_LOG)
     assert failure is not None
+    # the worker's own error, not the loader's "Caught RuntimeError in DataLoader worker process 0."
     assert failure.exc_type == "RuntimeError"
-    assert failure.message.startswith("Caught RuntimeError in DataLoader worker process 0.\n")
+    assert failure.message.startswith("stack expects each tensor to be equal size")
     # The wandb line after the blank line is the log's, not the message's.
     assert failure.message.endswith("at entry 0 and [3, 9] at entry 1")
     assert [f.line for f in failure.frames] == [40, 631, 1346, 1372, 722]
@@ -333,7 +330,7 @@ def test_dataloader_worker_error() -> None:
         failure.worker_frames[1].code
         == "data = [self.dataset[idx] for idx in possibly_batched_index]"
     )
-    assert failure.worker_frames == worker_frames(failure.message)
+    assert failure.worker_frames == worker_frames(WORKER_LOG)
     assert failure.user_frame is not None
     assert failure.user_frame.location == "/home/me/proj/data.py:22"
     assert failure.user_frame.function == "__getitem__"
@@ -531,7 +528,7 @@ RuntimeError: stack expects each tensor to be equal size
 """
     failure = parse_log(log)
     assert failure is not None
-    assert failure.message.endswith("RuntimeError: stack expects each tensor to be equal size")
+    assert (failure.exc_type, failure.message) == ("RuntimeError", "stack expects each tensor to be equal size")
     assert [f.line for f in failure.frames] == [40, 722]
     assert [f.line for f in failure.worker_frames] == [308, 22]
     assert failure.user_frame is not None
@@ -852,3 +849,68 @@ def test_chain_longer_than_the_tail_read_first() -> None:
     assert failure.headline == "RuntimeError: loading failed"
     assert [c.headline for c in failure.causes] == ["ValueError: bad blob"]
     assert failure.causes[0].message.startswith("bad blob\nrow 0: ")
+
+
+# --------------------------------------------------------------------------------------------
+# Real forms: wrapped warnings, a warning and the error it announced, worker errors, frames only
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_warning_wrapped_mid_word_is_joined_without_a_space() -> None:
+    # as posted in https://github.com/Lornatang/RFB_ESRGAN-PyTorch/issues/2: cut inside "2040"
+    log = (
+        "/venv/lib/python3.8/site-packages/torch/nn/modules/loss.py:96: UserWarning: Using a target size (torch.Size([1, 3, 1356, 204\n"
+        "0])) that is different to the input size (torch.Size([1, 3, 1224, 2040])). This will likely lead to incorrect results due to broadcasting. Please ensure they have the same size.\n"
+        "  return F.l1_loss(input, target, reduction=self.reduction)\n"
+    )
+    failure = parse_log(log)
+    assert failure is not None and failure.warning
+    assert failure.message.startswith("Using a target size (torch.Size([1, 3, 1356, 2040])) that is different to the input")
+    assert failure.frames[0].code == "return F.l1_loss(input, target, reduction=self.reduction)"
+
+
+def test_lines_after_a_warning_are_not_its_message_without_a_source_line_after_them() -> None:
+    log = (
+        "x.py:3: UserWarning: something odd\n"
+        "epoch 1 done\n"
+        "saving the model\n"
+    )
+    failure = parse_log(log)
+    assert failure is not None and failure.message == "something odd"
+
+
+def test_a_warning_is_the_failure_only_of_the_error_it_announces() -> None:
+    warning = (
+        "/venv/lib/python3.11/site-packages/torch/nn/modules/loss.py:608: UserWarning: Using a target size "
+        "(torch.Size([8, 1])) that is different to the input size (torch.Size([8, 3])). This will likely lead to "
+        "incorrect results due to broadcasting. Please ensure they have the same size.\n"
+        "  return F.mse_loss(input, target, reduction=self.reduction)\n"
+    )
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/me/proj/train.py", line 30, in <module>\n'
+        "    loss = crit(out, y)\n"
+    )
+    announced = parse_log(warning + traceback + "RuntimeError: The size of tensor a (3) must match the size of tensor b (8) at non-singleton dimension 1\n")
+    assert announced is not None and announced.exc_type == "UserWarning" and not announced.warning
+    assert announced.message.startswith("Using a target size (torch.Size([8, 1]))")
+    assert announced.user_frame is not None and announced.user_frame.location == "/home/me/proj/train.py:30"
+    assert announced.causes[0].message.startswith("The size of tensor a (3) must match")
+    other = parse_log(warning + traceback + "RuntimeError: shape '[-1, 64]' is invalid for input of size 100\n")
+    assert other is not None and (other.exc_type, other.causes) == ("RuntimeError", ())
+
+
+def test_worker_exception_is_the_original_error() -> None:
+    from repairbot.tracebacks import worker_exception
+
+    message = (
+        "Caught ValueError in DataLoader worker process 1.\nOriginal Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/worker.py", line 351, in _worker_loop\n'
+        "    data = fetcher.fetch(index)\n"
+        '  File "/home/me/data.py", line 9, in __getitem__\n'
+        "    raise ValueError(f'bad sample {i}')\n"
+        "ValueError: bad sample 3\nwith a second line"
+    )
+    assert worker_exception(message) == ("ValueError", "bad sample 3\nwith a second line")
+    assert worker_exception("mat1 and mat2 shapes cannot be multiplied") is None
+    assert worker_exception("Caught ValueError in DataLoader worker process 1.\nOriginal Traceback (most recent call last):\n") is None

@@ -17,7 +17,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from repairbot.lint.engine import PARSE_ERROR, FileResult, Finding, FixLevel, _parse_error, lint_many
+from repairbot.lint.engine import (
+    PARSE_ERROR,
+    FileResult,
+    Finding,
+    FixLevel,
+    _parse_error,
+    lint_many,
+)
 from repairbot.lint.files import discover
 from repairbot.lint.registry import all_rules, rules_by_id, select
 from repairbot.lint.rule import LintRule
