@@ -23,7 +23,7 @@ from libcst.metadata import MetadataWrapper
 
 from repairbot.codemod import ImportTable, is_torch_name, spans
 from repairbot.evidence import Evidence
-from repairbot.sources import SourceError, Sources
+from repairbot.sources import SourceError, Sources, report_path
 from repairbot.types import Frame, Span
 
 Description = Mapping[str, Any]
@@ -39,8 +39,14 @@ _SITE = re.compile(r"(?P<file>.+):(?P<line>\d+)")
 
 
 def place(frame: Frame) -> str:
-    """``train.py:12``: a location as the report's reader wants it (the file name is enough)."""
-    return f"{Path(frame.file).name}:{frame.line}"
+    """``models/net.py:12``: a location in the form of every path of the reports (relative to
+    the repository's top), so that an evidence line never mixes it with bare file names."""
+    return f"{report_path(frame.file)}:{frame.line}"
+
+
+def place_in(path: Path, line: int) -> str:
+    """``place`` for a line of a file the pattern read (its ``SourceView.path``)."""
+    return f"{report_path(path)}:{line}"
 
 
 def frame_at(file: str, line: int, function: str = "") -> Frame:

@@ -9,6 +9,7 @@ final newline included), and a file whose round trip is not byte-identical is re
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import os
@@ -38,6 +39,24 @@ def relative_path(root: Path, file: str | Path) -> str:
         return Path(file).resolve().relative_to(root.resolve()).as_posix()
     except (ValueError, OSError):
         return str(file)
+
+
+def report_path(file: str | Path) -> str:
+    """A path of the user's project as every report line shows it: relative to the top of its
+    git repository (the root the reports' paths are relative to), or to the working directory
+    outside one; a relative path is taken as already relative to it."""
+    path = Path(file)
+    if not path.is_absolute():
+        return path.as_posix()
+    return relative_path(_project_root(path.parent), path)
+
+
+@functools.lru_cache(maxsize=1024)
+def _project_root(folder: Path) -> Path:
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return Path.cwd()
 
 
 def line_endings(data: bytes) -> set[str]:

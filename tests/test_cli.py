@@ -400,3 +400,17 @@ def test_quiet_and_dry_run_on_a_real_repair(tmp_path: Path) -> None:
     (line,) = quiet.stdout.splitlines()
     assert line.startswith("Status: SUCCESS | Errors Fixed: 1 | Files Modified: train.py | Branch: repairbot/fix-train-")
     assert quiet.stderr == ""
+
+
+def test_evidence_locations_are_repository_relative(tmp_path: Path) -> None:
+    from repairbot.facts import place, place_in
+    from repairbot.types import Frame
+
+    repo = init_repo(tmp_path / "repo")
+    (repo / "models").mkdir()
+    net = repo / "models" / "net.py"
+    net.write_text("x = 1\n")
+    # the same form as the reports' files, never the bare name
+    assert place(Frame(file=str(net), line=3, function="f", user=True)) == "models/net.py:3"
+    assert place_in(net, 7) == "models/net.py:7"
+    assert place(Frame(file="models/net.py", line=3, function="f", user=True)) == "models/net.py:3"

@@ -15,6 +15,7 @@ from repairbot.facts import (
     local_tensors,
     loop_carried,
     place,
+    place_in,
     reads,
     recorded_local,
     source,
@@ -141,9 +142,9 @@ class BackwardTwice(Pattern):
             found.sort(key=lambda pair: pair[0].first_read)
             first, _ = found[0]
             names = ", ".join(f"`{item.name}` ({text})" for item, text in found)
-            loop_at = f"{src.path.name}:{src.line(loop)}"
-            read_at = f"{src.path.name}:{first.first_read}"
-            bound_at = f"{src.path.name}:{first.bound_at}"
+            loop_at = f"{place_in(src.path, src.line(loop))}"
+            read_at = f"{place_in(src.path, first.first_read)}"
+            bound_at = f"{place_in(src.path, first.bound_at)}"
             if self._accumulates(first):
                 reason = (
                     f"{names} is updated from its own previous value in the loop at {loop_at} "
@@ -204,7 +205,7 @@ class BackwardTwice(Pattern):
         if not earlier:
             return None
         line, call = earlier[-1]
-        first_at = f"{src.path.name}:{line}"
+        first_at = f"{place_in(src.path, line)}"
         shared = self._shared_tensors(src, frame, call, evidence)
         losses = [src.backward_target(call), src.backward_target(src.call_on_line(frame.line, "backward"))]
         sum_of = " + ".join(name for name in losses if name) if all(losses) else "loss_a + loss_b"

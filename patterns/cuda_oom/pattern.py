@@ -16,6 +16,7 @@ from repairbot.facts import (
     local_tensors,
     numel,
     place,
+    place_in,
     recorded_local,
     source,
     tensor_text,
@@ -229,10 +230,10 @@ def _held_across_steps(src: Source, frame: Frame, evidence: Evidence | None) -> 
             what = f"`{total}` ({tensor_text(value)})" if value is not None and grows else f"`{total}`"
             return Leak(
                 frame_at(str(src.path), span.line),
-                f"{what} collects `{added}` at {src.path.name}:{span.line} with its autograd graph, so "
+                f"{what} collects `{added}` at {place_in(src.path, span.line)} with its autograd graph, so "
                 "every step's graph stays in GPU memory and usage grows until it runs out",
                 f"Keep numbers, not graphs: `{total} += {added}.item()` (or `.append({added}.item())`, "
-                f"or `{added}.detach()`) at {src.path.name}:{span.line}.",
+                f"or `{added}.detach()`) at {place_in(src.path, span.line)}.",
             )
     return None
 
@@ -274,5 +275,5 @@ def _evaluation_without_no_grad(
         f"`{function.name.value}` runs the model without ever calling backward(), yet autograd is on: "
         f"{', '.join(f'`{n}`' for n in graphs)} carry graphs that keep every activation alive",
         f"Wrap the evaluation in `with torch.no_grad():` (or decorate `{function.name.value}` with "
-        f"@torch.no_grad()), starting at {src.path.name}:{line}.",
+        f"@torch.no_grad()), starting at {place_in(src.path, line)}.",
     )

@@ -16,6 +16,7 @@ from repairbot.facts import (
     grad_off_around,
     last_binding,
     place,
+    place_in,
     reads,
     recorded_local,
     scope_of,
@@ -171,10 +172,10 @@ def _trace_back(src: Source, loss: str, frame: Frame, evidence: Evidence | None)
             block = src.code(off.items[0].item) if isinstance(off, cst.With) else src.code(off)
             return Cut(
                 line, "grad-off",
-                f"`{src.code(binding.statement)}` at {src.path.name}:{line} runs under "
-                f"`{block}` ({src.path.name}:{src.line(off)}), where autograd records nothing",
+                f"`{src.code(binding.statement)}` at {place_in(src.path, line)} runs under "
+                f"`{block}` ({place_in(src.path, src.line(off))}), where autograd records nothing",
                 f"Run the training forward pass with autograd on: move `{src.code(binding.statement)}` "
-                f"out of the `{block}` block at {src.path.name}:{src.line(off)} (keep no_grad for "
+                f"out of the `{block}` block at {place_in(src.path, src.line(off))} (keep no_grad for "
                 "evaluation and for steps that must not train).",
             )
         if depth == 0 or produced_by_model:
@@ -199,7 +200,7 @@ def _with_numbers(src: Source, cut: Cut) -> Cut:
     })
     if not lines:
         return cut
-    where = ", ".join(f"{src.path.name}:{line}" for line in lines)
+    where = ", ".join(f"{place_in(src.path, line)}" for line in lines)
     return Cut(cut.line, cut.kind, cut.what, f"{cut.remedy} The Python numbers it is made from ({where}) must stay tensors too.")
 
 
@@ -240,7 +241,7 @@ def _cut_in(src: Source, value: cst.BaseExpression) -> Cut | None:
         line = src.line(node) if node in src.positions else None
         if line is None:
             continue
-        at = f"{src.path.name}:{line}"
+        at = f"{place_in(src.path, line)}"
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             method = node.func.attr.value
             if method in _TO_NUMBER:
