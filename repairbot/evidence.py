@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from repairbot.tracebacks import worker_frames
+from repairbot.tracebacks import worker_exception, worker_frames
 from repairbot.types import Failure, Frame, HealthFinding
 
 SCHEMA = "repairbot.evidence/1"
@@ -126,9 +126,11 @@ def failure_from_json(data: Mapping[str, Any]) -> tuple[Failure, dict[int, dict[
             scopes[index] = {"locals": raw.get("locals", {}), "globals": raw.get("globals", {})}
     message = str(data.get("message", ""))
     causes = tuple(failure_from_json(cause)[0] for cause in data.get("causes", ()))
+    # a DataLoader worker's error: the worker's own exception, not the loader's wrapper
+    exc_type, shown = worker_exception(message) or (str(data.get("type", "Exception")), message)
     failure = Failure(
-        exc_type=str(data.get("type", "Exception")),
-        message=message,
+        exc_type=exc_type,
+        message=shown,
         frames=tuple(frames),
         worker_frames=worker_frames(message),
         causes=causes,

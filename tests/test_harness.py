@@ -207,6 +207,7 @@ def test_dataloader_worker_error_carries_the_worker_frames(tmp_path: Path) -> No
     assert result.status is RunStatus.FAILED
     failure = result.failure
     assert failure.exc_type == "KeyError"
+    assert failure.message == "'bird'"  # the worker's own error, not the loader's wrapper
     assert failure.worker_frames, failure.message
     user = failure.user_frame
     assert (Path(user.file).name, user.line, user.function) == ("train.py", 9, "__getitem__")
