@@ -1166,7 +1166,8 @@ class Runner:
             unknown = set(with_) - set(inputs)
             assert not unknown, f"{uses}: unknown inputs {unknown}"
             inputs.update(with_)
-            inner_status = dict(status)
+            # status functions inside a composite action see its own steps only
+            inner_status = {"failed": False}
             steps, _ = self.run_steps(definition["runs"]["steps"], {}, inner_status, inputs, action_path)
             contexts = self.contexts({}, steps, inputs)
             outputs = {name: substitute(spec["value"], contexts, inner_status) for name, spec in definition["outputs"].items()}
@@ -1252,6 +1253,9 @@ def stage_a_runs(tmp_path_factory: pytest.TempPathFactory) -> StageARuns:
     git(root, "clone", "-q", "--bare", str(work), str(github.bare))
 
     python = project / "bin" / "python"
+    # the project's own install step (in the job too) first: what repairbot must leave as it is
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(work / "requirements.txt")], check=True,
+                   capture_output=True)
     before = pip_list(python)
     jobs = {}
     for branch, sha in shas.items():
@@ -1330,9 +1334,10 @@ def test_stage_a_example_uploads_the_fix_and_leaves_the_project_python_alone(sta
     tool = runs.github.runner_temp / "repairbot-venv" / "bin" / "python"
     assert f"repairbot's own environment: {tool.parent.parent}" in job.log
     assert pip_list(runs.project_python) == runs.pip_before
-    probe = subprocess.run([str(runs.project_python), "-c", "import repairbot"], capture_output=True, check=False)
-    assert probe.returncode != 0
-    assert subprocess.run([str(tool), "-c", "import repairbot, libcst"], check=False).returncode == 0
+    probe = subprocess.run([str(runs.project_python), "-c", "import repairbot"], capture_output=True, check=False,
+                           cwd=runs.github.root)
+    assert probe.returncode != 0 and b"No module named 'repairbot'" in probe.stderr
+    assert subprocess.run([str(tool), "-c", "import repairbot, libcst"], check=False, cwd=runs.github.root).returncode == 0
     assert "torch" not in pip_list(tool)
 
 
