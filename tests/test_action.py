@@ -881,7 +881,7 @@ class FakeGitHub:
 
     root: Path
     project_bin: Path  # the project's interpreter (setup-python's PATH entry)
-    runner_temp: Path  # kept between the jobs of the module: repairbot's own venv is made once
+    runner_temp: Path  # the Stage A jobs' RUNNER_TEMP: repairbot's own venv is made once
     artifacts: Path  # <run id>/<artifact name>/, what upload-artifact stored
 
     @property
@@ -1026,10 +1026,15 @@ class Runner:
 
     def __init__(self, github: FakeGitHub, work: Path, event_name: str, event: dict[str, Any], sha: str,
                  ref: str, run_id: int, variables: dict[str, str] | None = None,
-                 secrets: dict[str, str] | None = None, path: Sequence[Path] = ()) -> None:
+                 secrets: dict[str, str] | None = None, path: Sequence[Path] = (),
+                 runner_temp: Path | None = None) -> None:
         self.github, self.work, self.run_id = github, work, run_id
         self.workspace = work / "workspace"
         self.workspace.mkdir(parents=True)
+        # a job's own RUNNER_TEMP, as on a runner; the Stage A jobs share one (given here) so that
+        # repairbot's environment is made once for the module
+        self.runner_temp = runner_temp or work / "runner-temp"
+        self.runner_temp.mkdir(exist_ok=True)
         (work / "event.json").write_text(json.dumps(event))
         self.path = [str(p) for p in path] + os.environ["PATH"].split(os.pathsep)
         self.log: list[str] = []
@@ -1041,7 +1046,7 @@ class Runner:
         }
         self.base_env = {
             "HOME": os.environ.get("HOME", str(work)), "LANG": "C.UTF-8", "CI": "true", "GITHUB_ACTIONS": "true",
-            "RUNNER_TEMP": str(github.runner_temp), "GITHUB_WORKSPACE": str(self.workspace),
+            "RUNNER_TEMP": str(self.runner_temp), "GITHUB_WORKSPACE": str(self.workspace),
             "GITHUB_REPOSITORY": "octo/proj", "GITHUB_EVENT_NAME": event_name,
             "GITHUB_EVENT_PATH": str(work / "event.json"), "GITHUB_SHA": sha, "GITHUB_REF": ref,
             "GITHUB_SERVER_URL": f"file://{github.root / 'server'}", "GITHUB_RUN_ID": str(run_id),
@@ -1055,7 +1060,7 @@ class Runner:
     def contexts(self, env: dict[str, str], steps: dict[str, StepResult], inputs: dict[str, str] | None = None) -> dict[str, Any]:
         return {
             "github": self.github_context, "env": env, "vars": self.vars, "secrets": self.secrets,
-            "runner": {"temp": str(self.github.runner_temp), "os": "Linux"}, "inputs": inputs or {},
+            "runner": {"temp": str(self.runner_temp), "os": "Linux"}, "inputs": inputs or {},
             "steps": {k: {"outcome": v.outcome, "conclusion": v.outcome, "outputs": v.outputs} for k, v in steps.items()},
         }
 
@@ -1264,7 +1269,7 @@ def stage_a_runs(tmp_path_factory: pytest.TempPathFactory) -> StageARuns:
                  if pull else {"ref": f"refs/heads/{branch}", "after": sha})
         runner = Runner(github, root / f"stage-a-{branch}", "pull_request" if pull else "push", event, sha,
                         "refs/pull/8/merge" if pull else f"refs/heads/{branch}", RUN_IDS[branch],
-                        path=[github.bin])
+                        path=[github.bin], runner_temp=github.runner_temp)
         jobs[branch] = runner.run_job(TRAIN_WORKFLOW)
     return StageARuns(github, shas, jobs, python, before)
 
