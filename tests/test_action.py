@@ -1472,3 +1472,25 @@ def test_suggest_mode_on_a_push_opens_a_pull_request(runs: StageARuns, tmp_path:
     assert not job.failed, job.log
     assert "not a same-repository pull request's" in job.log
     assert len([c for c in runs.github.gh_calls() if c["args"][:2] == ["pr", "create"]]) == 1
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", ["line outside the diff", "pull request moved on"])
+def test_suggest_mode_where_a_review_cannot_suggest(runs: StageARuns, tmp_path: Path, case: str) -> None:
+    """A changed line outside the pull request's diff: a pull request instead; a pull request
+    whose head moved on since the failed run: nothing posted (that newer run's repair applies)."""
+    outside = case == "line outside the diff"
+    state = runs.github.state()
+    state["pulls"]["8"] = {"number": 8, "url": "https://github.com/octo/proj/pull/8", "state": "OPEN", "head": "feature",
+                           "base": "main", "head_sha": runs.shas["feature"] if outside else runs.shas["broken"],
+                           "base_sha": runs.shas["feature"], "reviews": [], "comments": []}
+    runs.github.set_state(state)
+    job = run_publish(runs, tmp_path, "feature", variables={"REPAIRBOT_MODE": "suggest"})
+    assert not job.failed, job.log
+    assert not [c for c in runs.github.gh_calls() if c["args"][:2] == ["api", "--method=POST"]]
+    creates = [c for c in runs.github.gh_calls() if c["args"][:2] == ["pr", "create"]]
+    if outside:
+        assert "train.py:39 is outside the diff of pull request #8" in job.log and len(creates) == 1
+        assert "--base=feature" in creates[0]["args"]
+    else:
+        assert creates == [] and "no review posted" in job.summary

@@ -316,6 +316,20 @@ def pr_body(markdown: str, sha: str, run_url: str | None, tail: str = "") -> str
     return head + markdown + tail
 
 
+def _tell(title: str, message: str) -> None:
+    """What a step did or did not do: a notice in the log and a section of the job summary."""
+    annotation("notice", message, title="repairbot")
+    append_summary(f"## repairbot: {title}\n\n{message}.\n")
+
+
+def _marked(endpoint: str, tag: str, token: str | None) -> dict[str, Any] | None:
+    """The review or comment (listed at ``endpoint``) that a run posted before with ``tag``."""
+    for item in _gh_json(["api", f"{endpoint}?per_page=100"], token) or []:
+        if isinstance(item, dict) and tag in str(item.get("body") or ""):
+            return item
+    return None
+
+
 def require_gh(token: str | None) -> None:
     """Before anything is pushed: the GitHub CLI and a token are there."""
     if shutil.which("gh") is None:
@@ -374,9 +388,8 @@ def open_pull_request(repo: Path, artifact: Artifact, remote: str, repository: s
     existing = _existing_pull_request(repository, branch, token)
     if existing is not None:
         url, state = str(existing.get("url", "")), str(existing.get("state", "")).lower()
-        message = f"{pushed}; its pull request {url} exists already ({state}): this fix was proposed before"
-        annotation("notice", message, title="repairbot")
-        append_summary(f"## repairbot: proposed before\n\n{message}. Nothing new was opened.\n")
+        _tell("proposed before", f"{pushed}; its pull request {url} exists already ({state}): this fix was "
+              "proposed before, nothing new was opened")
         return {"branch": branch, "pull-request": url, "review": ""}
     body = repo / ".git" / "repairbot-pr.md"
     body.write_text(pr_body(artifact.markdown, sha, run_url, marker(branch)), encoding="utf-8")
@@ -445,9 +458,8 @@ def suggest(repo: Path, artifact: Artifact, repository: str, number: int, sha: s
     url = str(pull.get("html_url", ""))
     head = (pull.get("head") or {}).get("sha")
     if head != sha:
-        message = f"pull request #{number} is at {str(head)[:12]} now, not at the failed commit {sha[:12]}: no review posted (the newer run's repair applies)"
-        annotation("notice", message, title="repairbot")
-        append_summary(f"## repairbot: nothing posted\n\n{message}.\n")
+        _tell("nothing posted", f"pull request #{number} is at {str(head)[:12]} now, not at the failed commit "
+              f"{sha[:12]}: no review posted (the newer run's repair applies)")
         return {"branch": "", "pull-request": url, "review": ""}
     files = _gh_json(["api", f"{api}/files?per_page=100"], token) or []
     ranges = {item.get("filename"): _commentable_ranges(item.get("patch") or "") for item in files if isinstance(item, dict)}
@@ -460,13 +472,12 @@ def suggest(repo: Path, artifact: Artifact, repository: str, number: int, sha: s
                        title="repairbot")
             return None
     tag = marker(branch)
-    reviews = _gh_json(["api", f"{api}/reviews?per_page=100"], token) or []
-    for review in reviews:
-        if isinstance(review, dict) and tag in str(review.get("body") or ""):
-            message = f"the review {review.get('html_url', '')} suggests this fix already: this fix was proposed before"
-            annotation("notice", message, title="repairbot")
-            append_summary(f"## repairbot: proposed before\n\n{message}. Nothing new was posted.\n")
-            return {"branch": "", "pull-request": url, "review": str(review.get("html_url", ""))}
+    review = _marked(f"{api}/reviews", tag, token)
+    if review is not None:
+        review_url = str(review.get("html_url", ""))
+        _tell("proposed before", f"the review {review_url} suggests this fix already: this fix was proposed before, "
+              "nothing new was posted")
+        return {"branch": "", "pull-request": url, "review": review_url}
     request = {"commit_id": sha, "event": "COMMENT", "body": pr_body(artifact.markdown, sha, run_url, tag),
                "comments": comments}
     body = repo / ".git" / "repairbot-review.json"
@@ -512,13 +523,11 @@ def comment(artifact: Artifact, repository: str, sha: str, run_url: str | None, 
         raise Refused(f"no single open pull request has the head {sha} (found {numbers})")
     number = str(int(numbers[0]))
     tag = marker(branch_name(sha, artifact.patch))
-    posted = _gh_json(["api", f"repos/{repository}/issues/{number}/comments?per_page=100"], token) or []
-    for item in posted:
-        if isinstance(item, dict) and tag in str(item.get("body") or ""):
-            message = f"pull request #{number} has this report already ({item.get('html_url', '')}): nothing new posted"
-            annotation("notice", message, title="repairbot")
-            append_summary(f"## repairbot: proposed before\n\n{message}.\n")
-            return number
+    posted = _marked(f"repos/{repository}/issues/{number}/comments", tag, token)
+    if posted is not None:
+        _tell("proposed before", f"pull request #{number} has this report already ({posted.get('html_url', '')}): "
+              "nothing new posted")
+        return number
     body = Path(os.environ.get("RUNNER_TEMP") or "/tmp") / "repairbot-comment.md"
     body.write_text(pr_body(artifact.markdown, sha, run_url, tag), encoding="utf-8")
     try:
