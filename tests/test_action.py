@@ -1494,3 +1494,28 @@ def test_suggest_mode_where_a_review_cannot_suggest(runs: StageARuns, tmp_path: 
         assert "--base=feature" in creates[0]["args"]
     else:
         assert creates == [] and "no review posted" in job.summary
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"REPAIRBOT_INSTALL": "false", "REPAIRBOT_TOOL_PYTHON": PYTHON}, "python"),
+        ({"REPAIRBOT_INSTALL": "false", "REPAIRBOT_TOOL_PYTHON": sys._base_executable}, "has no repairbot"),
+        ({"REPAIRBOT_TOOL_PYTHON": "/no/such/python3"}, "no Python 3.11+ for repairbot itself"),
+    ],
+)
+def test_stage_a_setup_picks_repairbots_own_interpreter(tmp_path: Path, env: dict[str, str], expected: str) -> None:
+    """action.yml's first step: `install: false` uses an interpreter that has repairbot; no
+    3.11+ is one error line."""
+    output = tmp_path / "output"
+    output.write_text("")
+    result = subprocess.run(["bash", str(ROOT / "repairbot" / "action" / "setup.sh")], cwd=tmp_path,
+                            env={**os.environ, "GITHUB_OUTPUT": str(output), "RUNNER_TEMP": str(tmp_path), **env},
+                            capture_output=True, text=True, check=False)
+    if expected == "python":
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert read_outputs(output) == {"python": shutil.which(PYTHON)}
+    else:
+        assert result.returncode == 2 and re.fullmatch(rf"::error title=repairbot::.*{re.escape(expected)}.*\n",
+                                                       result.stdout), result.stdout + result.stderr
+        assert output.read_text() == ""
