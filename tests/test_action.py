@@ -688,11 +688,11 @@ def test_classify_reads_a_github_actions_log(tmp_path: Path) -> None:
 # env, vars, secrets, inputs, steps, runner; the operators and functions the files use), `env`
 # at every level, `run:` with GitHub's shells, GITHUB_OUTPUT / GITHUB_STEP_SUMMARY / GITHUB_PATH,
 # RUNNER_TEMP, GITHUB_WORKSPACE, GITHUB_EVENT_PATH, continue-on-error and step outcomes. The
-# `uses:` steps are the only things emulated by hand, each minimally (see USES below): a
+# `uses:` steps are the only things emulated by hand, each minimally: a
 # checkout is a git clone from the local "GitHub" (a bare repository) or a copy of this
 # working tree, setup-python puts the project's interpreter first on PATH, the artifact
 # actions copy folders into and out of a per-run store, and `your-org/repairbot@...` runs
-# this repository's action.yml as a composite action.
+# this repository's action.yml as a composite action (Runner._uses).
 
 _EXPR_TOKEN = re.compile(
     r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>\d+(?:\.\d+)?)|(?P<op>==|!=|&&|\|\||[!()\[\],.*])"
@@ -1133,6 +1133,13 @@ class Runner:
         return ("success" if result.returncode == 0 else "failure"), read_outputs(output)
 
     def _uses(self, uses: str, with_: dict[str, str], env: dict[str, str], status: dict[str, bool]) -> tuple[str, dict[str, str]]:
+        """The `uses:` steps, emulated minimally: actions/checkout = a git clone of the bare
+        repository at `ref`, detached and without credentials (or, for `your-org/repairbot`, a
+        copy of this working tree); actions/setup-python = the project's interpreter first on
+        PATH; upload-artifact / download-artifact = a folder copy into / out of
+        artifacts/<run id>/<name> (a missing one fails the step); `your-org/repairbot@...` =
+        this repository's action.yml run as a composite action (its inputs' defaults, its own
+        `steps` and status, GITHUB_ACTION_PATH, its outputs' expressions). Anything else fails."""
         action = uses.split("@", 1)[0]
         self.log.append(f"(uses) {uses} with {with_}")
         if action == "actions/checkout":
@@ -1289,10 +1296,14 @@ def workflow_run_event(runs: StageARuns, branch: str, fork: bool = False) -> dic
 
 
 def run_publish(runs: StageARuns, tmp: Path, branch: str, *, fork: bool = False, variables: dict[str, str] | None = None,
-                gh: bool = True, token: str = "ghs_defaulttoken") -> JobResult:
-    """The publishing example on the failed run of ``branch``, in a fresh job folder."""
+                gh: bool = True, token: str = "ghs_defaulttoken", run_id: int | None = None) -> JobResult:
+    """The publishing example on the failed run of ``branch``, in a fresh job folder (the
+    `uses:` steps emulated as Runner._uses says)."""
     work = tmp / f"stage-b-{len(list(tmp.glob('stage-b-*')))}"
-    runner = Runner(runs.github, work, "workflow_run", workflow_run_event(runs, branch, fork), runs.shas["main"],
+    event = workflow_run_event(runs, branch, fork)
+    if run_id is not None:
+        event["workflow_run"]["id"] = run_id
+    runner = Runner(runs.github, work, "workflow_run", event, runs.shas["main"],
                     "refs/heads/main", 900, variables=variables, path=[runs.github.bin] if gh else [])
     runner.github_context["token"] = token
     return runner.run_job(PUBLISH_WORKFLOW)
@@ -1519,3 +1530,12 @@ def test_stage_a_setup_picks_repairbots_own_interpreter(tmp_path: Path, env: dic
         assert result.returncode == 2 and re.fullmatch(rf"::error title=repairbot::.*{re.escape(expected)}.*\n",
                                                        result.stdout), result.stdout + result.stderr
         assert output.read_text() == ""
+
+
+@pytest.mark.torch
+def test_a_failed_run_without_the_artifact_ends_green_with_the_reason(runs: StageARuns, tmp_path: Path) -> None:
+    job = run_publish(runs, tmp_path, "main", run_id=555)  # a failure before Stage A, or another artifact name
+    assert not job.failed, job.log
+    assert job.steps["download"].outcome == "failure"
+    assert "## repairbot: nothing to propose" in job.summary and "has no repairbot artifact" in job.summary
+    assert runs.github.gh_calls() == [] and [b for b in runs.github.branches() if b.startswith("repairbot/")] == []
