@@ -182,7 +182,7 @@ class StateDictSize(Pattern):
 def _differing(item: Mismatch) -> str:
     if len(item.checkpoint) != len(item.model):
         return f"{item.param} {_shape(item.checkpoint)}"
-    dims = [f"dimension {i}: {c}, not {m}" for i, (c, m) in enumerate(zip(item.checkpoint, item.model)) if c != m]
+    dims = [f"dimension {i}: {c}, not {m}" for i, (c, m) in enumerate(zip(item.checkpoint, item.model, strict=True)) if c != m]
     return f"{item.param} {', '.join(dims)}"
 
 
