@@ -1,0 +1,282 @@
+"""conv-in-channels: a convolution built for another number of input channels than it receives."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+
+from repairbot.codemod import (
+    ImportTable,
+    argument,
+    calls_on_line,
+    has_star_args,
+    is_torch_name,
+    one_line,
+    replace_arg_value,
+)
+from repairbot.evidence import Evidence
+from repairbot.facts import Source, local_tensors, place, resolve_site, shape_of, shape_text, source
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site
+
+_WEIGHT = r"(?:weight of size \[?(?P<weight>[\d,\s]+?)\]?|weight\[(?P<weight04>[\d,\s]+)\],\s+so)"
+_EXPECTED = (
+    r"expected input\[(?P<input>[\d,\s]+)\] to have (?P<expected>\d+) channels, but got (?P<got>\d+) channels instead"
+)
+# Calls that bring weights from elsewhere: changing a layer's size would break them.
+_PRETRAINED_CALLS = ("load_state_dict", "load_from_checkpoint", "from_pretrained")
+
+
+def _ints(text: str | None) -> list[int]:
+    return [int(v) for v in re.findall(r"\d+", text or "")]
+
+
+class SetInChannels(SiteTransformer):
+    """Replaces the value of the Conv call's ``in_channels`` argument, nothing else."""
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not self.at_site(original_node):
+            return updated_node
+        target = argument(updated_node, 0, "in_channels")
+        if target is None:
+            return updated_node
+        self.changes += 1
+        return replace_arg_value(updated_node, target, cst.Integer(str(self.site.params["in_channels"])))
+
+
+class ConvInChannels(Pattern):
+    """Sets a convolution's ``in_channels`` to the channels it really receives, or explains the data.
+
+    What it fixes:
+        A ``nn.Conv1d/2d/3d`` of the project written for another channel count than its input
+        has: a model written for RGB trained on grayscale data, a second conv that does not
+        take the first one's ``out_channels``, a 1-D conv over sensors counted wrong. The
+        integer ``in_channels`` where the layer is built becomes the traced channel count.
+        Diagnosed instead: a layer whose weights come from a checkpoint or a library model
+        (the data must be converted: grayscale to 3 channels, or channels-last to
+        channels-first), a channels-last batch (``[N, H, W, C]`` with ``C`` equal to
+        ``in_channels``: ``.permute(0, 3, 1, 2)`` where the batch is made) and a batch missing
+        its channel dimension.
+
+    Why it fails:
+        ``RuntimeError: Given groups=1, weight of size [32, 3, 3, 3], expected input[2, 1, 28,
+        28] to have 3 channels, but got 1 channels instead`` (torch >= 1.5; 1.0 to 1.4 write
+        the weight size without brackets, ``weight of size 32 3 3 3``; 0.4: ``weight[32, 3, 3,
+        3], so expected input[...]``; transposed convolutions say ``Given transposed=1``).
+        The weight is ``[out_channels, in_channels / groups, *kernel]``; dimension 1 of the
+        input must equal ``in_channels``. The tracing run records the failing convolution (its
+        sizes, the line that built it) and the shape it received, and the tensors of the
+        user's frames, which tell whether that input is the data as loaded.
+
+    Example:
+        ``self.conv1 = nn.Conv2d(3, 32, 3)`` trained on MNIST batches ``[2, 1, 28, 28]``: the
+        fix is ``nn.Conv2d(1, 32, 3)``. ``nn.Conv2d(32, 64, 3)`` after ``nn.Conv2d(1, 16, 3)``
+        becomes ``nn.Conv2d(16, 64, 3)``.
+
+    Fix safety:
+        Safe: only ``in_channels`` changes, to what the layer receives in the run, for a layer
+        the project builds itself from scratch (no checkpoint or pretrained weights loaded),
+        written as a plain number in a call that builds one layer; the rerun verifies.
+
+    Not handled:
+        ``in_channels`` given by a name or an expression (the diagnosis says what it must
+        evaluate to); grouped convolutions (``groups`` > 1); convolutions built in a loop or a
+        comprehension; functional ``F.conv2d`` on a hand-made weight.
+    """
+
+    ID = "conv-in-channels"
+    TITLE = "Convolution in_channels does not match its input's channels"
+    TAGS = frozenset({"shape"})
+    APPLICABILITY = Applicability.SAFE
+    EVIDENCE = frozenset({"failing_module", "locals"})
+    SIGNATURES = (
+        signature("RuntimeError", r"Given (?P<kind>groups|transposed)=(?P<groups>\d+),\s+" + _WEIGHT + r",\s+" + _EXPECTED),
+        signature(
+            "RuntimeError",
+            phrase("Need input of dimension") + r"\s+(?P<rank>\d)\s+and input\.size\[1\] == (?P<expected>\d+)\s+"
+            + r"but got input to have (?P<got_rank>\d) dimensions and input\.size\[1\] == (?P<got>\d+)",
+        ),
+    )
+    Transformer = SetInChannels
+
+    def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
+        module = evidence.failing_module if evidence else None
+        shape = module.get("input_shape") if module else None
+        if not isinstance(shape, list) or not shape or evidence is None:
+            return True
+        # The batch still in front: the channels flowed through unchanged and cannot depend on it.
+        return bool(shape[0] != int(evidence.limits.get("batch_size", -1)))
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        frame = failure.user_frame
+        groups = match.groupdict()
+        expected, got = int(groups["expected"]), int(groups["got"])
+        module: Mapping[str, Any] | None = evidence.failing_module if evidence else None
+        if not module or not str(module.get("type", "")).startswith(("Conv", "LazyConv")):
+            return self.decline(
+                f"a convolution expected {expected} input channels and got {got}, but no nn.Conv module "
+                "of the run failed (a functional conv on a hand-made weight)",
+                diagnosis=_remedy(expected, got), at=frame,
+            )
+        kind = str(module["type"])
+        in_channels = module.get("in_channels")
+        shape = module.get("input_shape") if isinstance(module.get("input_shape"), list) else _ints(groups.get("input"))
+        site = resolve_site(evidence, module.get("site"))
+        built = f" built at {place(site)}" if site else ""
+        layer = f"nn.{kind}({in_channels}, {module.get('out_channels')}){built}"
+        rank = {"Conv1d": 3, "Conv2d": 4, "Conv3d": 5}.get(kind.replace("Lazy", ""), 4)
+        if groups.get("kind") == "transposed" or (groups.get("groups") and int(groups["groups"]) != 1):
+            return self.decline(f"{layer} is a grouped or transposed convolution; its channel rule differs",
+                                diagnosis=_remedy(expected, got), at=site or frame)
+        if not isinstance(in_channels, int) or shape is None:
+            return self.decline(f"{layer}: the run did not record its sizes", diagnosis=_remedy(expected, got), at=frame)
+        if len(shape) == rank - 1:
+            return self.decline(
+                f"{layer} received {shape_text(shape)}: without a batch dimension torch reads it as one sample "
+                f"of {shape[0]} channels; the channel dimension is missing",
+                diagnosis=f"Add the channel dimension where the batch is made: x.unsqueeze(1) gives {shape_text([shape[0], 1, *shape[1:]])}.",
+                at=frame,
+            )
+        if len(shape) != rank:
+            return self.decline(f"{layer} received {shape_text(shape)}", diagnosis=_remedy(expected, got), at=frame)
+        channels = shape[1]
+        data = _data_frame(evidence, failure, shape)
+        if shape[-1] == in_channels and channels != in_channels:
+            order = "(0, 3, 1, 2)" if rank == 4 else "(0, 2, 1)" if rank == 3 else "(0, 4, 1, 2, 3)"
+            made = f" where the batch is made ({data[0]} in {place(data[1])})" if data else ""
+            return self.decline(
+                f"{layer} received {shape_text(shape)}: channels last (the last dimension is {in_channels}, "
+                f"the layer's in_channels); convolutions take channels first",
+                diagnosis=f"Move the channels first with .permute{order}{made}, e.g. x = x.permute{order}; "
+                          "or convert the images to [C, H, W] in the dataset (transforms.ToTensor does).",
+                at=data[1] if data else frame,
+            )
+        if site is None or not site.user or not Path(site.file).is_absolute():
+            return self.decline(f"{layer} was built outside the project's own code", diagnosis=_remedy(in_channels, channels), at=frame)
+        src = source(sources, site.file)
+        if src is None:
+            return self.decline(f"cannot read {place(site)}", diagnosis=_remedy(in_channels, channels), at=frame)
+        call = _conv_call(src, site.line, in_channels, kind)
+        if call is None:
+            return self.decline(
+                f"{layer} is not built by one nn.{kind} call at {place(site)} (a library or pretrained model)",
+                diagnosis=_convert(in_channels, channels), at=frame,
+            )
+        pretrained = _pretrained(sources, failure, site)
+        if pretrained is not None and data is not None:
+            return self.decline(
+                f"{layer} takes {in_channels} channels and the data has {channels}, but the model's weights are "
+                f"loaded ({pretrained}): resizing the layer would break them",
+                diagnosis=_convert(in_channels, channels), at=data[1],
+            )
+        if src.around(site.line, cst.For, cst.While, cst.ListComp, cst.GeneratorExp, cst.DictComp):
+            return self.decline(
+                f"{layer} is built in a loop or comprehension: one in_channels may serve layers of other sizes",
+                diagnosis=f"the layer receives {channels} channels; its in_channels must be {channels}", at=site,
+            )
+        target = argument(call, 0, "in_channels")
+        if target is None or has_star_args(call):
+            return self.decline("the in_channels argument is not written out in the call", diagnosis=_remedy(in_channels, channels), at=site)
+        if not isinstance(target.value, cst.Integer):
+            return self.decline(
+                f"in_channels is `{src.code(target.value)}`, not a number",
+                diagnosis=f"{layer} receives {channels} channels: make `{src.code(target.value)}` evaluate to {channels}",
+                at=site,
+            )
+        old = one_line(src.module, call)
+        new = one_line(src.module, replace_arg_value(call, target, cst.Integer(str(channels))))
+        source_of_input = (
+            f"the data as loaded ({data[0]} {shape_text(shape)} in {place(data[1])})" if data
+            else f"the output of the layer before it ({shape_text(shape)})"
+        )
+        span = src.positions[call]
+        return Site(
+            pattern=self.ID,
+            file=str(src.path),
+            span=span,
+            params={"in_channels": channels},
+            summary=f"Changed {old} to {new} to match the traced input ({shape_text(shape)})",
+            applicability=self.APPLICABILITY,
+            evidence={
+                "conv": {**dict(module), "site": place(site)},
+                "traced_input_shape": list(shape),
+                "in_channels": {"was": in_channels, "now": channels},
+                "input_is_data": data is not None,
+            },
+            evidence_text=f"the {kind} built at {place(site)} received {source_of_input} (traced)",
+        )
+
+
+def _remedy(expected: int, got: int) -> str:
+    return (f"The convolution takes {expected} input channels and received {got}: set its in_channels to "
+            f"{got} where it is built, or convert the input to {expected} channels.")
+
+
+def _convert(in_channels: int, channels: int) -> str:
+    if in_channels == 3 and channels == 1:
+        how = ("repeat the grayscale channel: x.repeat(1, 3, 1, 1), or transforms.Grayscale(num_output_channels=3) "
+               "in the dataset, or images opened with .convert('RGB')")
+    elif in_channels == 1 and channels == 3:
+        how = "convert the images to grayscale (transforms.Grayscale() or .convert('L'))"
+    elif in_channels == 3 and channels == 4:
+        how = "drop the alpha channel (.convert('RGB') when opening the images, or x[:, :3])"
+    else:
+        how = f"give it {in_channels}-channel inputs"
+    return f"The layer's weights fix its {in_channels} input channels, so convert the data instead: {how}."
+
+
+def _conv_call(src: Source, line: int, in_channels: int, kind: str) -> cst.Call | None:
+    """The one nn.ConvNd call on the construction line with the recorded in_channels."""
+    imports = ImportTable(src.module)
+    found = []
+    for located in calls_on_line(src.wrapper, line):
+        call = located.node
+        if not isinstance(call, cst.Call) or not is_torch_name(imports.qualify(call.func), f"torch.nn.{kind}"):
+            continue
+        arg = argument(call, 0, "in_channels")
+        if arg is not None and isinstance(arg.value, cst.Integer) and int(arg.value.value) != in_channels:
+            continue
+        found.append(call)
+    return found[0] if len(found) == 1 else None
+
+
+def _data_frame(evidence: Evidence | None, failure: Failure, shape: Sequence[int]) -> tuple[str, Frame] | None:
+    """The tensor of the user's frames outside a ``forward`` that has the conv's input shape:
+    the batch as the data gave it."""
+    if evidence is None or failure is None:
+        return None
+    for frame in reversed(failure.frames):
+        if not frame.user or frame.function == "forward":
+            continue
+        for name, value in local_tensors(evidence, frame).items():
+            if shape_of(value) == list(shape):
+                return name, frame
+    return None
+
+
+def _pretrained(sources: Sources, failure: Failure, site: Frame) -> str | None:
+    """A call in the project's failing files that loads weights into a model, if any."""
+    files = {f.file for f in failure.frames if f.user} | {site.file}
+    for file in sorted(files):
+        src = source(sources, file)
+        if src is None:
+            continue
+        for node, span in src.positions.items():
+            if not isinstance(node, cst.Call):
+                continue
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if name in _PRETRAINED_CALLS or any(
+                a.keyword is not None and a.keyword.value in ("pretrained", "weights") and not (
+                    isinstance(a.value, cst.Name) and a.value.value in ("False", "None")
+                ) for a in node.args
+            ):
+                return f"{src.code(node)[:60]} at {place(Frame(file=str(src.path), line=span.line))}"
+    return None
