@@ -91,7 +91,7 @@ def expected_exception(name: str, body: str) -> tuple[str, str]:
 
 
 def test_specimens_are_all_there() -> None:
-    assert len(SPECIMENS) == 69
+    assert len(SPECIMENS) == 84
     assert (DATA / "README.md").is_file()
 
 

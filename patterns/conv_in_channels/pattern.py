@@ -95,7 +95,7 @@ class ConvInChannels(Pattern):
     APPLICABILITY = Applicability.SAFE
     EVIDENCE = frozenset({"failing_module", "locals"})
     SIGNATURES = (
-        signature("RuntimeError", r"Given (?P<kind>groups|transposed)=(?P<groups>\d+),\s+" + _WEIGHT + r",\s+" + _EXPECTED),
+        signature("RuntimeError", r"Given (?P<kind>groups|transposed)=(?P<groups>\d+),\s+" + _WEIGHT + r",?\s+" + _EXPECTED),
         signature(
             "RuntimeError",
             phrase("Need input of dimension") + r"\s+(?P<rank>\d)\s+and input\.size\[1\] == (?P<expected>\d+)\s+"
