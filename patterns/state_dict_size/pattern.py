@@ -140,17 +140,21 @@ class StateDictSize(Pattern):
         first = paired[0] if paired else found[0]
         origin, at = self._origin(first, evidence, sources, frame)
         sizes = _differing(first)
-        build = (
-            f"build the model with the checkpoint's size ({sizes}) where it is written"
-            + (f" ({origin})" if origin else "")
-        )
+        build = f"build the model with the checkpoint's size ({sizes})" + (f" at {place(at)}" if at else "")
         heads = ", ".join(f'"{name}."' for name in modules)
-        diagnosis = (
-            f"Two ways: {build}; or, to reuse the rest of the checkpoint with a new {first.module}, "
-            f"drop the keys starting with {heads} from the state dict before load_state_dict and load "
-            "with strict=False, checking that the missing keys it reports are exactly those. Do not "
-            "turn strict off without that check: it would leave the mismatched layers untrained."
-        )
+        if len(modules) <= 2:
+            diagnosis = (
+                f"Two ways: {build}; or, to reuse the rest of the checkpoint with a new {first.module}, "
+                f"drop the keys starting with {heads} from the state dict before load_state_dict and load "
+                "with strict=False, checking that the missing keys it reports are exactly those. Do not "
+                "turn strict off without that check: it would leave the mismatched layers untrained."
+            )
+        else:
+            diagnosis = (
+                f"{len(modules)} modules differ, so the checkpoint was trained with other sizes throughout: "
+                f"{build}, with the options or config it was trained with. Loading with strict=False would "
+                "leave those layers untrained."
+            )
         return self.decline(
             f"the checkpoint does not fit the model: {listed}{more}"
             + (f"; the model's size comes from {origin}" if origin else ""),
@@ -239,9 +243,11 @@ def _model_site(
     code = None
     built_src = source(sources, built.file)
     if built_src is not None:
-        outermost = calls_on_line(built_src.wrapper, built.line)
-        if outermost:
-            code = built_src.code(outermost[0].node)
+        calls = calls_on_line(built_src.wrapper, built.line)
+        # the call that builds the model's own class, else the outermost one on the line
+        named = [c for c in calls if _called_name(c.node) == value.get("type")]
+        if named or calls:
+            code = built_src.code((named or calls)[0].node)
             code = code if len(code) <= 60 else code[:57] + "..."
     return built, code
 
@@ -256,3 +262,10 @@ def _receiver(src: Source, line: int) -> str | None:
     if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
         return value.value.value  # model.module.load_state_dict
     return None
+
+
+def _called_name(node: cst.CSTNode) -> str | None:
+    if not isinstance(node, cst.Call):
+        return None
+    func = node.func
+    return func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
