@@ -10,6 +10,7 @@ import libcst as cst
 from repairbot.codemod import (
     ImportTable,
     append_keyword,
+    called_name,
     is_torch_name,
     keyword_arg,
     one_line,
@@ -255,9 +256,7 @@ def _from_caller(
     for node, span in caller_src.positions.items():
         if not isinstance(node, cst.Call) or not span.contains_line(caller.line):
             continue
-        func = node.func
-        called = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
-        if called != function.name.value:
+        if called_name(node) != function.name.value:
             continue
         arg = keyword_arg(node, name)
         if arg is None:
@@ -275,11 +274,9 @@ def _iterated(node: cst.BaseExpression) -> str | None:
     """``loader`` of ``for b in loader``, ``enumerate(loader)``, ``tqdm(loader, ...)``."""
     if isinstance(node, cst.Name):
         return node.value
-    if isinstance(node, cst.Call) and node.args and isinstance(node.args[0].value, cst.Name):
-        func = node.func
-        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
-        if name in ("enumerate", "tqdm", "iter"):
-            return node.args[0].value.value
+    if (isinstance(node, cst.Call) and node.args and isinstance(node.args[0].value, cst.Name)
+            and called_name(node) in ("enumerate", "tqdm", "iter")):
+        return node.args[0].value.value
     return None
 
 

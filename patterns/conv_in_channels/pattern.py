@@ -12,6 +12,7 @@ import libcst as cst
 from repairbot.codemod import (
     ImportTable,
     argument,
+    called_name,
     calls_on_line,
     has_star_args,
     is_torch_name,
@@ -271,9 +272,7 @@ def _pretrained(sources: Sources, failure: Failure, site: Frame) -> str | None:
         for node, span in src.positions.items():
             if not isinstance(node, cst.Call):
                 continue
-            func = node.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-            if name in _PRETRAINED_CALLS or any(
+            if called_name(node) in _PRETRAINED_CALLS or any(
                 a.keyword is not None and a.keyword.value in ("pretrained", "weights") and not (
                     isinstance(a.value, cst.Name) and a.value.value in ("False", "None")
                 ) for a in node.args

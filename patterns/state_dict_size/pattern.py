@@ -9,7 +9,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from repairbot.codemod import argument, call_at, calls_on_line
+from repairbot.codemod import argument, call_at, called_name, calls_on_line
 from repairbot.evidence import Evidence, LinearTrace
 from repairbot.facts import Source, place, recorded_local, resolve_site, source
 from repairbot.pattern import Pattern, signature
@@ -245,7 +245,7 @@ def _model_site(
     if built_src is not None:
         calls = calls_on_line(built_src.wrapper, built.line)
         # the call that builds the model's own class, else the outermost one on the line
-        named = [c for c in calls if _called_name(c.node) == value.get("type")]
+        named = [c for c in calls if isinstance(c.node, cst.Call) and called_name(c.node) == value.get("type")]
         if named or calls:
             code = built_src.code((named or calls)[0].node)
             code = code if len(code) <= 60 else code[:57] + "..."
@@ -263,9 +263,3 @@ def _receiver(src: Source, line: int) -> str | None:
         return value.value.value  # model.module.load_state_dict
     return None
 
-
-def _called_name(node: cst.CSTNode) -> str | None:
-    if not isinstance(node, cst.Call):
-        return None
-    func = node.func
-    return func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
