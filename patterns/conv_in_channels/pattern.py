@@ -16,11 +16,21 @@ from repairbot.codemod import (
     calls_on_line,
     has_star_args,
     is_torch_name,
+    method_call,
     one_line,
     replace_arg_value,
 )
 from repairbot.evidence import Evidence
-from repairbot.facts import Source, local_tensors, place, resolve_site, shape_of, shape_text, source
+from repairbot.facts import (
+    Source,
+    last_binding,
+    local_tensors,
+    place,
+    resolve_site,
+    shape_of,
+    shape_text,
+    source,
+)
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
@@ -38,10 +48,19 @@ def _ints(text: str | None) -> list[int]:
 
 
 class SetInChannels(SiteTransformer):
-    """Replaces the value of the Conv call's ``in_channels`` argument, nothing else."""
+    """Replaces the value of the Conv call's ``in_channels`` argument, or (``mode`` permute) moves
+    the channels of the expression that makes the batch first; nothing else."""
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        if (self.site.params.get("mode") == "permute" and isinstance(updated_node, cst.BaseExpression)
+                and isinstance(original_node, cst.BaseExpression) and self.at_site(original_node)):
+            self.changes += 1
+            order = [cst.Integer(str(d)) for d in self.site.params["order"]]
+            return method_call(updated_node, "permute", *order)
+        return super().on_leave(original_node, updated_node)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
+        if self.site.params.get("mode") == "permute" or not self.at_site(original_node):
             return updated_node
         target = argument(updated_node, 0, "in_channels")
         if target is None:
@@ -57,12 +76,13 @@ class ConvInChannels(Pattern):
         A ``nn.Conv1d/2d/3d`` of the project written for another channel count than its input
         has: a model written for RGB trained on grayscale data, a second conv that does not
         take the first one's ``out_channels``, a 1-D conv over sensors counted wrong. The
-        integer ``in_channels`` where the layer is built becomes the traced channel count.
+        integer ``in_channels`` where the layer is built becomes the traced channel count. A
+        channels-last batch (``[N, H, W, C]`` with ``C`` equal to ``in_channels``) gets
+        ``.permute(0, 3, 1, 2)`` where an assignment makes it (``x = torch.from_numpy(...)``).
         Diagnosed instead: a layer whose weights come from a checkpoint or a library model
-        (the data must be converted: grayscale to 3 channels, or channels-last to
-        channels-first), a channels-last batch (``[N, H, W, C]`` with ``C`` equal to
-        ``in_channels``: ``.permute(0, 3, 1, 2)`` where the batch is made) and a batch missing
-        its channel dimension.
+        (the data must be converted: grayscale to 3 channels), a channels-last batch that a
+        DataLoader loop makes (the dataset must convert it) and a batch missing its channel
+        dimension.
 
     Why it fails:
         ``RuntimeError: Given groups=1, weight of size [32, 3, 3, 3], expected input[2, 1, 28,
@@ -82,7 +102,9 @@ class ConvInChannels(Pattern):
     Fix safety:
         Safe: only ``in_channels`` changes, to what the layer receives in the run, for a layer
         the project builds itself from scratch (no checkpoint or pretrained weights loaded),
-        written as a plain number in a call that builds one layer; the rerun verifies.
+        written as a plain number in a call that builds one layer; the rerun verifies. The
+        ``.permute`` fix is unsafe: the layout is inferred from the sizes, and code after the
+        model call that reads the batch as channels-last (plotting) must permute it back.
 
     Not handled:
         ``in_channels`` given by a name or an expression (the diagnosis says what it must
@@ -150,15 +172,7 @@ class ConvInChannels(Pattern):
         channels = shape[1]
         data = _data_frame(evidence, failure, shape)
         if shape[-1] == in_channels and channels != in_channels:
-            order = "(0, 3, 1, 2)" if rank == 4 else "(0, 2, 1)" if rank == 3 else "(0, 4, 1, 2, 3)"
-            made = f" where the batch is made ({data[0]} in {place(data[1])})" if data else ""
-            return self.decline(
-                f"{layer} received {shape_text(shape)}: channels last (the last dimension is {in_channels}, "
-                f"the layer's in_channels); convolutions take channels first",
-                diagnosis=f"Move the channels first with .permute{order}{made}, e.g. x = x.permute{order}; "
-                          "or convert the images to [C, H, W] in the dataset (transforms.ToTensor does).",
-                at=data[1] if data else frame,
-            )
+            return self._channels_last(layer, shape, in_channels, rank, data, frame, sources)
         if site is None or not site.user or not Path(site.file).is_absolute():
             return self.decline(f"{layer} was built outside the project's own code", diagnosis=_remedy(in_channels, channels), at=frame)
         src = source(sources, site.file)
@@ -212,6 +226,51 @@ class ConvInChannels(Pattern):
                 "input_is_data": data is not None,
             },
             evidence_text=f"the {kind} built at {place(site)} received {source_of_input} (traced)",
+        )
+
+
+    def _channels_last(
+        self, layer: str, shape: Sequence[int], in_channels: int, rank: int,
+        data: tuple[str, Frame] | None, frame: Frame | None, sources: Sources,
+    ) -> Site | Decline:
+        """A channels-last batch: ``.permute`` where the batch is made, when an assignment makes it."""
+        order = (0, 3, 1, 2) if rank == 4 else (0, 2, 1) if rank == 3 else (0, 4, 1, 2, 3)
+        permute = f".permute({', '.join(map(str, order))})"
+        reason = (f"{layer} received {shape_text(shape)}: channels last (the last dimension is {in_channels}, "
+                  "the layer's in_channels); convolutions take channels first")
+        made = f" where the batch is made ({data[0]} in {place(data[1])})" if data else ""
+        diagnosis = (f"Move the channels first with {permute}{made}, e.g. x = x{permute}; or convert the "
+                     "images to [C, H, W] in the dataset (transforms.ToTensor does).")
+        if data is None:
+            return self.decline(reason, diagnosis=diagnosis, at=frame)
+        name, data_frame = data
+        src = source(sources, data_frame.file)
+        binding = last_binding(src, name, data_frame.line + 1) if src else None
+        statement = binding.statement if binding else None
+        if src is None or not isinstance(statement, cst.Assign) or len(statement.targets) != 1 or not (
+            isinstance(statement.targets[0].target, cst.Name)
+        ):
+            return self.decline(f"{reason}; {name} is not made by a plain assignment the fix could extend "
+                                "(a loop over a DataLoader: the dataset makes it)", diagnosis=diagnosis, at=data_frame)
+        value = statement.value
+        if isinstance(value, cst.Call) and called_name(value) in ("permute", "movedim", "transpose"):
+            return self.decline(f"{reason}; {name} is already reordered where it is made", diagnosis=diagnosis,
+                                at=data_frame)
+        old = src.code(value)
+        return Site(
+            pattern=self.ID,
+            file=str(src.path),
+            span=src.positions[value],
+            params={"mode": "permute", "order": list(order)},
+            summary=f"Moved the channels of {name} first where the batch is made: {old}{permute} "
+                    f"({shape_text(shape)} -> {shape_text([shape[i] for i in order])})",
+            applicability=Applicability.UNSAFE,
+            evidence={"traced_input_shape": list(shape), "in_channels": in_channels, "batch": name,
+                      "made_at": place(Frame(file=str(src.path), line=src.line(statement)))},
+            evidence_text=(f"{layer} received {name} {shape_text(shape)} (traced): the last dimension is its "
+                           f"in_channels {in_channels}, dimension 1 is {shape[1]}"),
+            notes=(f"{name} is channels first from here on: code after the model call that reads it as "
+                   "channels last (plotting, saving images) must permute it back.",),
         )
 
 
