@@ -11,9 +11,9 @@ import libcst as cst
 
 from repairbot.evidence import Evidence
 from repairbot.facts import Source, place, resolve_site, shape_text, source
-from repairbot.pattern import Pattern, phrase, signature
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Frame
+from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
 _DIMS = r"\[(?P<shape>[\d,\s]*)\]"
 _RESHAPES = ("view", "reshape", "flatten")
@@ -51,11 +51,26 @@ def restoring_reshape(shape: Sequence[int], channels: int | None, spatial: int) 
     return None
 
 
+class Unflatten(SiteTransformer):
+    """Gives the flatten call at the site the image's dimensions as its arguments."""
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not self.at_site(original_node):
+            return updated_node
+        self.changes += 1
+        replacement = cst.parse_expression(f"f({self.site.params['args']})")
+        assert isinstance(replacement, cst.Call)
+        return updated_node.with_changes(args=replacement.args)
+
+
 class ConvInputRank(Pattern):
-    """Explains a convolution given an input with the wrong number of dimensions.
+    """Restores the image a flatten in the data code lost, or explains a convolution input's rank.
 
     What it fixes:
-        Diagnoses (never edits) an ``nn.Conv1d/2d/3d`` fed a tensor that lost or gained a
+        A flatten in the project's data code (outside ``forward``) whose size is written as the
+        image's, ``images.view(-1, 28 * 28)`` before a CNN, becomes ``images.view(-1, 1, 28,
+        28)`` (``3 * 32 * 32`` gives ``3, 32, 32`` for a 3-channel conv). Diagnosed, with the
+        traced shape and the reshape that restores it: an ``nn.Conv1d/2d/3d`` fed a tensor that lost or gained a
         dimension: MNIST images flattened to ``[N, 784]`` for an MLP and then given to a CNN,
         grayscale ``[N, 28, 28]`` without the channel dimension, one image ``[3, 224, 224]``
         without the batch dimension (torch < 1.11), video clips ``[N, T, C, H, W]`` given to a
@@ -71,14 +86,16 @@ class ConvInputRank(Pattern):
         (its type, ``in_channels``, construction site) and the shape it received.
 
     Example:
-        ``self.conv1 = nn.Conv2d(1, 32, 5)`` given ``images.view(-1, 28 * 28)``: "nn.Conv2d(1,
-        32) built at train.py:9 received [2, 784]: 784 = 1 x 28 x 28, so
-        ``x.view(-1, 1, 28, 28)`` restores the image", pointing at the flatten.
+        ``self.conv1 = nn.Conv2d(1, 32, 5)`` given ``images = images.view(-1, 28 * 28)`` (left
+        from an MLP's loop): the fix is ``images = images.view(-1, 1, 28, 28)``. Given
+        ``images.view(-1, 784)``: "784 = 1 x 28 x 28: x.view(-1, 1, 28, 28)", diagnosed at the
+        flatten.
 
     Fix safety:
-        Never edited automatically: the reshape is certain only when the flattened size
-        factors into the convolution's channels and a square image, and the right place may be
-        the data pipeline (drop the flatten) rather than the model (undo it).
+        Safe: made only when the flatten's own arguments write the image's sides (a product
+        ``H * W`` for a 1-channel conv, ``C * H * W`` with ``C`` its ``in_channels``), so the
+        reshape is certain, and the rerun verifies. A flatten to a plain number (``784``), one
+        inside ``forward`` and every other rank are diagnosed: there the sides are a guess.
 
     Not handled:
         A functional ``F.conv2d`` on a hand-made weight (no module is recorded: the shapes
@@ -89,9 +106,9 @@ class ConvInputRank(Pattern):
     ID = "conv-input-rank"
     TITLE = "Convolution input has the wrong number of dimensions"
     TAGS = frozenset({"shape"})
-    APPLICABILITY = Applicability.DISPLAY_ONLY
-    FIXES = False
+    APPLICABILITY = Applicability.SAFE
     BATCH_INVARIANT = True
+    Transformer = Unflatten
     EVIDENCE = frozenset({"failing_module", "locals"})
     REMEDY = (
         "Give the convolution [N, C, H, W] (Conv2d; [N, C, L] for Conv1d, [N, C, D, H, W] for "
@@ -122,7 +139,7 @@ class ConvInputRank(Pattern):
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
-    ) -> Decline:
+    ) -> Site | Decline:
         frame = failure.user_frame
         groups = match.groupdict()
         module = evidence.failing_module if evidence else None
@@ -141,6 +158,10 @@ class ConvInputRank(Pattern):
         reshape = restoring_reshape(shape, channels, spatial)
         flatten = _flatten_site(sources, failure, frame, shape)
         reason = f"{layer}{built} received {shape_text(shape)} ({len(shape)} dimensions); it takes {expected}"
+        if flatten is not None and spatial == 2 and len(shape) == 2 and channels is not None:
+            fixed = self._unflatten(sources, flatten, shape, channels, reason)
+            if fixed is not None:
+                return fixed
         if reshape is None:
             return self.decline(reason, diagnosis=self.REMEDY, at=flatten or frame)
         why = {
@@ -163,6 +184,58 @@ class ConvInputRank(Pattern):
             ),
             at=flatten or frame,
         )
+
+
+    def _unflatten(
+        self, sources: Sources, flatten: Frame, shape: Sequence[int], channels: int, reason: str
+    ) -> Site | None:
+        """The flatten of the data code rewritten to keep the image, when its own size says the
+        image's: ``x.view(-1, 28 * 28)`` -> ``x.view(-1, 1, 28, 28)`` for a 1-channel conv."""
+        src = source(sources, flatten.file)
+        calls = [node for node, span in src.positions.items() if _is_flatten(node) and span.line == flatten.line] if src else []
+        if src is None or len(calls) != 1:
+            return None
+        call = calls[0]
+        assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+        if call.func.attr.value == "flatten" or len(call.args) != 2 or any(a.keyword or a.star for a in call.args):
+            return None
+        factors = _integer_factors(call.args[1].value)
+        if factors is None or math.prod(factors) != shape[1]:
+            return None
+        if len(factors) == 2 and channels == 1:
+            dims = [1, *factors]
+        elif len(factors) == 3 and factors[0] == channels:
+            dims = factors
+        else:
+            return None
+        first = src.code(call.args[0].value)
+        new_args = ", ".join([first, *map(str, dims)])
+        old = src.code(call)
+        new = f"{src.code(call.func)}({new_args})"
+        return Site(
+            pattern=self.ID,
+            file=str(src.path),
+            span=src.positions[call],
+            params={"args": new_args},
+            summary=f"Changed {old} to {new}: the convolution takes the image, not its flattened pixels",
+            applicability=self.APPLICABILITY,
+            evidence={"traced_input_shape": list(shape), "in_channels": channels, "image": dims,
+                      "flatten": place(flatten)},
+            evidence_text=(f"{reason}; the flatten at {place(flatten)} writes the image's size "
+                           f"{' * '.join(map(str, factors))} = {shape[1]}, which {'1 x ' if len(factors) == 2 else ''}"
+                           f"{' x '.join(map(str, factors))} restores for a {channels}-channel conv"),
+        )
+
+
+def _integer_factors(node: cst.BaseExpression) -> list[int] | None:
+    """``[28, 28]`` for ``28 * 28``; None unless the expression is a product of integers (a
+    single number does not say the image's sides)."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        left, right = _integer_factors(node.left), _integer_factors(node.right)
+        return left + right if left is not None and right is not None else None
+    if isinstance(node, cst.Integer):
+        return [int(node.value)]
+    return None
 
 
 def _flatten_site(sources: Sources, failure: Failure, frame: Frame | None, shape: Sequence[int]) -> Frame | None:
