@@ -99,7 +99,7 @@ class BroadcastSize(Pattern):
         frame = failure.user_frame
         size_a, size_b, dim = int(match["a"]), int(match["b"]), int(match["dim"])
         told = f"dimension {dim} is {size_a} in tensor a and {size_b} in tensor b"
-        pair = _operands(frame, evidence, sources, size_a, size_b, dim)
+        pair = _operands(frame, evidence, sources, size_a, size_b, dim, failure.frames)
         if pair is None:
             return self.decline(
                 f"two tensors of an elementwise operation do not broadcast: {told}",
@@ -130,8 +130,17 @@ def _hint(a: Sequence[int], b: Sequence[int], dim: int) -> str:
     return "print both shapes to see which one is off"
 
 
+def _caller(frames: Sequence[Frame], frame: Frame) -> Frame | None:
+    """The user frame that called ``frame``."""
+    index = next((i for i, f in enumerate(frames) if f == frame), None)
+    if index is None:
+        return None
+    return next((f for f in reversed(frames[:index]) if f.user), None)
+
+
 def _operands(
-    frame: Frame | None, evidence: Evidence | None, sources: Sources, size_a: int, size_b: int, dim: int
+    frame: Frame | None, evidence: Evidence | None, sources: Sources, size_a: int, size_b: int, dim: int,
+    failure_frames: Sequence[Frame] = (),
 ) -> tuple[Operand, Operand] | None:
     """The two recorded tensors of the failing line whose shapes give the message's sizes, in
     the order they appear (tensor a is the first operand)."""
@@ -147,8 +156,9 @@ def _operands(
                 continue
             if broadcast_dim(shape_a, shape_b, dim) == (size_a, size_b):
                 assert src is not None
-                return (Operand(name_a, shape_a, _made(src, name_a, frame)),
-                        Operand(name_b, shape_b, _made(src, name_b, frame)))
+                caller = _caller(failure_frames, frame)
+                return (Operand(name_a, shape_a, _made(src, name_a, frame, caller, sources)),
+                        Operand(name_b, shape_b, _made(src, name_b, frame, caller, sources)))
     return None
 
 
@@ -168,9 +178,44 @@ def _names_on_line(src: Source, line: int) -> list[str]:
     return seen
 
 
-def _made(src: Source, name: str, frame: Frame) -> str:
+def _made(src: Source, name: str, frame: Frame, caller: Frame | None = None, sources: Sources | None = None) -> str:
+    """Where the value of ``name`` was made: its last binding in the frame's function, or, for a
+    parameter, the argument the caller's line passed for it."""
     binding = last_binding(src, name, frame.line)
-    if binding is None:
-        return f"an argument of {frame.function}()" if frame.function and frame.function != "<module>" else "made earlier"
-    statement = binding.statement
-    return f"made at {place(Frame(file=str(src.path), line=src.line(statement)))}: {src.code(statement)}"
+    if binding is not None:
+        statement = binding.statement
+        where = place(Frame(file=str(src.path), line=src.line(statement)))
+        if isinstance(statement, cst.For):
+            return f"a batch of the loop at {where}"
+        return f"made at {where}: {src.code(statement)}"
+    passed = _passed(src, name, frame, caller, sources) if caller is not None and sources is not None else None
+    if passed is not None:
+        return passed
+    return f"an argument of {frame.function}()" if frame.function and frame.function != "<module>" else "made earlier"
+
+
+def _passed(src: Source, name: str, frame: Frame, caller: Frame, sources: Sources) -> str | None:
+    functions = [n for n in src.around(frame.line, cst.FunctionDef) if isinstance(n, cst.FunctionDef)]
+    if not functions:
+        return None
+    params = [p.name.value for p in functions[0].params.params]
+    if name not in params:
+        return None
+    caller_src = source(sources, caller.file)
+    if caller_src is None:
+        return None
+    offset = 1 if params and params[0] == "self" else 0
+    for node, span in caller_src.positions.items():
+        if not isinstance(node, cst.Call) or not span.line <= caller.line <= span.end_line:
+            continue
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        index = params.index(name) - offset
+        keyword = next((a for a in node.args if a.keyword is not None and a.keyword.value == name), None)
+        arg = keyword or (positional[index] if 0 <= index < len(positional) and len(positional) == len(params) - offset else None)
+        if arg is None:
+            continue
+        where = place(caller)
+        if isinstance(arg.value, cst.Name):
+            return f"{frame.function}()'s {name}, passed as {arg.value.value} at {where} ({_made(caller_src, arg.value.value, caller)})"
+        return f"{frame.function}()'s {name}, passed as {caller_src.code(arg.value)} at {where}"
+    return None
