@@ -51,6 +51,14 @@ class SetInChannels(SiteTransformer):
     """Replaces the value of the Conv call's ``in_channels`` argument, or (``mode`` permute) moves
     the channels of the expression that makes the batch first; nothing else."""
 
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # the batch already reordered right there (a second application): leave it alone
+        if (self.site.params.get("mode") == "permute" and isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute) and node.func.attr.value == "permute"
+                and self.at_site(node.func.value)):
+            return False
+        return super().on_visit(node)
+
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
         if (self.site.params.get("mode") == "permute" and isinstance(updated_node, cst.BaseExpression)
                 and isinstance(original_node, cst.BaseExpression) and self.at_site(original_node)):
