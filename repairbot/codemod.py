@@ -280,3 +280,14 @@ def method_call(value: cst.BaseExpression, method: str, *args: cst.BaseExpressio
         func=cst.Attribute(value=value, attr=cst.Name(method)),
         args=[cst.Arg(arg) for arg in args],
     )
+
+
+def called_name(call: cst.Call) -> str:
+    """The last name of what a call calls: ``init_hidden`` of ``self.model.init_hidden(n)``,
+    ``DataLoader`` of ``DataLoader(ds)``; ``""`` for a call of anything else (``fs[0]()``)."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return ""

@@ -144,3 +144,80 @@ def test_classify_says_when_no_exception_line_was_printed() -> None:
     assert result.exit_code == 1
     assert "error: none printed (the traceback ends in backward (/data/users/me/pytorch/torch/autograd/__init__.py:254))" in result.output
     assert "user frame: /data/users/me/sandbox/hook_error.py:29" in result.output
+
+
+# Every message form of the shape/checkpoint patterns, older torch wordings included (each from
+# a public report; see the patterns' docstrings for the versions).
+NEW_PATTERN_FORMS = [
+    ("state-dict-keys", "RuntimeError", 'Error(s) in loading state_dict for DTNet:\n\tMissing key(s) in state_dict: '
+     '"projection.0.weight", "head.0.weight". \n\tUnexpected key(s) in state_dict: "module.projection.0.weight", '
+     '"module.head.0.weight". '),
+    ("state-dict-keys", "RuntimeError", 'Error(s) in loading state_dict for DataParallel:\n\tMissing key(s) in '
+     'state_dict: "module.usm.norm_act.weight", "module.usm.norm_act.bias". '),
+    ("state-dict-keys", "RuntimeError", 'Error(s) in loading state_dict for VideoTokenizer:\n\tUnexpected key(s) in '
+     'state_dict: "_orig_mod.encoder.patch_embed.proj.weight", "_orig_mod.encoder.patch_embed.proj.bias". '),
+    ("state-dict-keys", "KeyError", "'unexpected key \"module.layer_module.0.weight\" in state_dict'"),
+    ("state-dict-keys", "KeyError", "'missing keys in state_dict: \"{'conv1.weight', 'conv1.bias'}\"'"),
+    ("state-dict-size", "RuntimeError", "Error(s) in loading state_dict for ResNet:\n\tsize mismatch for fc.weight: "
+     "copying a param with shape torch.Size([1000, 2048]) from checkpoint, the shape in current model is "
+     "torch.Size([3, 2048]).\n\tsize mismatch for fc.bias: copying a param with shape torch.Size([1000]) from "
+     "checkpoint, the shape in current model is torch.Size([3])."),
+    ("state-dict-size", "RuntimeError", "Error(s) in loading state_dict for RegNet:\n\tsize mismatch for "
+     "stem.conv.weight: copying a param of torch.Size([64, 3, 7, 7]) from checkpoint, where the shape is "
+     "torch.Size([16, 3, 3, 3]) in current model."),
+    ("state-dict-size", "RuntimeError", 'Error(s) in loading state_dict for ResNetCifar:\n\tWhile copying the '
+     'parameter named "layer1.0.conv1.weight", whose dimensions in the model are torch.Size([16, 16, 3, 3]) and '
+     'whose dimensions in the checkpoint are torch.Size([11, 16, 3, 3]).'),
+    ("state-dict-size", "RuntimeError", "While copying the parameter named decoder.embedding.weight, whose "
+     "dimensions in the model are torch.Size([58, 256]) and whose dimensions in the checkpoint are "
+     "torch.Size([107, 256])."),
+    ("conv-in-channels", "RuntimeError", "Given groups=1, weight of size [64, 3, 3, 3], expected input[1, 1, 256, "
+     "256] to have 3 channels, but got 1 channels instead"),
+    ("conv-in-channels", "RuntimeError", "Given groups=1, weight of size 64 3 3 3, expected input[1, 1, 256, 256] "
+     "to have 3 channels, but got 1 channels instead"),
+    ("conv-in-channels", "RuntimeError", "Given groups=1, weight[64, 3, 3, 3], so expected input[1, 1, 256, 256] "
+     "to have 3 channels, but got 1 channels instead"),
+    ("conv-in-channels", "RuntimeError", "Given transposed=1, weight of size [32, 16, 2, 2], expected input[1, 64, "
+     "8, 8] to have 32 channels, but got 64 channels instead"),
+    ("conv-in-channels", "RuntimeError", "Need input of dimension 4 and input.size[1] == 3 but got input to have 4 "
+     "dimensions and input.size[1] == 1 at /pytorch/torch/lib/THNN/generic/SpatialConvolutionMM.c:47"),
+    ("conv-input-rank", "RuntimeError", "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of "
+     "size: [100, 784]"),
+    ("conv-input-rank", "RuntimeError", "Expected 2D (unbatched) or 3D (batched) input to conv1d, but got input of "
+     "size: [1, 1, 32, 324]"),
+    ("conv-input-rank", "RuntimeError", "Expected 4-dimensional input for 4-dimensional weight [16, 1, 7, 7], but "
+     "got 3-dimensional input of size [100, 28, 28] instead"),
+    ("conv-input-rank", "RuntimeError", "Expected 4-dimensional input for 4-dimensional weight 16 3 3 3 "
+     "140728118629264, but got 5-dimensional input of size [5, 3, 1, 224, 224] instead"),
+    ("conv-input-rank", "RuntimeError", "Expected 5-dimensional input for 5-dimensional weight [64, 3, 3, 7, 7], "
+     "but got 4-dimensional input of size [3, 16, 112, 112] instead"),
+    ("conv-input-rank", "RuntimeError", "invalid argument 2: 3D or 4D input tensor expected but got: [32 x 784] at "
+     "/tmp/luarocks_nn-scm-1-8028/nn/lib/THNN/generic/SpatialConvolutionMM.c:33"),
+    ("batchnorm-single-sample", "ValueError", "Expected more than 1 value per channel when training, got input size "
+     "torch.Size([1, 256, 1, 1])"),
+    ("batchnorm-single-sample", "ValueError", "Expected more than 1 value per channel when training, got input size "
+     "[1, 128, 1, 1]"),
+    ("rnn-hidden-shape", "RuntimeError", "Expected hidden[0] size (2, 64, 256), got [2, 32, 256]"),
+    ("rnn-hidden-shape", "RuntimeError", "Expected hidden[0] size (1, 128, 302), got (1, 40, 302)"),
+    ("rnn-hidden-shape", "RuntimeError", "Expected hidden[1] size (1, 8, 64), got [1, 4, 64]"),
+    ("rnn-hidden-shape", "RuntimeError", "Expected hidden size (1, 4, 128), got [1, 8, 128]"),
+    ("rnn-hidden-shape", "RuntimeError", "Expected hidden[0] size (1, 64, 256), got (64, 256)"),
+    ("rnn-hidden-shape", "RuntimeError", "For batched 3-D input, hx should also be 3-D but got 2-D tensor"),
+    ("rnn-hidden-shape", "RuntimeError", "For batched 3-D input, hx and cx should also be 3-D but got (2-D, 2-D) "
+     "tensors"),
+    ("rnn-hidden-shape", "RuntimeError", "For unbatched 2-D input, hx should also be 2-D but got 3-D tensor"),
+    ("rnn-hidden-shape", "RuntimeError", "Expected more hidden states in stacked_rnn"),
+    ("broadcast-size", "RuntimeError", "The size of tensor a (1600) must match the size of tensor b (8000) at "
+     "non-singleton dimension 0"),
+    ("broadcast-size", "RuntimeError", "The size of tensor a (28) must match the size of tensor b (4) at\n"
+     "non-singleton dimension 3"),
+]
+
+
+@pytest.mark.parametrize(("pattern", "exc_type", "message"), NEW_PATTERN_FORMS,
+                         ids=[f"{p}-{i}" for i, (p, _, _) in enumerate(NEW_PATTERN_FORMS)])
+def test_shape_and_checkpoint_message_forms(pattern: str, exc_type: str, message: str) -> None:
+    from repairbot.types import Failure
+
+    ranked = [c.pattern.ID for c in candidates(Failure(exc_type, message), registry.all_patterns())]
+    assert ranked[:1] == [pattern]

@@ -14,6 +14,8 @@ CONTRACT_IDS = {
     "dtype-mismatch", "target-dtype", "cuda-unavailable", "numpy-grad", "view-noncontiguous",
     "weights-only", "backward-twice", "no-grad-graph", "collate-size", "embedding-index",
     "cuda-oom", "batch-size-mismatch", "cudnn-error",
+    "state-dict-keys", "state-dict-size", "conv-in-channels", "conv-input-rank",
+    "batchnorm-single-sample", "rnn-hidden-shape", "broadcast-size",
 }
 
 

@@ -1,0 +1,1 @@
+"""Pattern batchnorm-single-sample."""

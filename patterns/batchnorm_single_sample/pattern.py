@@ -1,0 +1,315 @@
+"""batchnorm-single-sample: a BatchNorm layer in training mode given one value per channel."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from repairbot.codemod import (
+    ImportTable,
+    append_keyword,
+    called_name,
+    is_torch_name,
+    keyword_arg,
+    one_line,
+    replace_arg_value,
+)
+from repairbot.evidence import Evidence
+from repairbot.facts import (
+    Source,
+    events,
+    local_tensors,
+    place,
+    resolve_site,
+    shape_of,
+    shape_text,
+    source,
+)
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site
+
+_TRAINING_CALLS = ("backward", "step")
+
+
+class DropLast(SiteTransformer):
+    """Adds ``drop_last=True`` to the DataLoader call (or turns ``drop_last=False`` into True)."""
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not self.at_site(original_node):
+            return updated_node
+        self.changes += 1
+        existing = keyword_arg(updated_node, "drop_last")
+        if existing is not None:
+            return replace_arg_value(updated_node, existing, cst.Name("True"))
+        return append_keyword(updated_node, "drop_last", cst.Name("True"))
+
+
+@dataclass(frozen=True)
+class Loader:
+    """The DataLoader a failing loop iterates over, as the code builds it."""
+
+    name: str
+    call: cst.Call
+    src: Source
+    loop: cst.For
+    loop_frame: Frame
+
+    def keyword(self, name: str) -> cst.BaseExpression | None:
+        arg = keyword_arg(self.call, name)
+        return arg.value if arg is not None else None
+
+    def batch_size(self) -> cst.BaseExpression | None:
+        arg = keyword_arg(self.call, "batch_size")
+        if arg is not None:
+            return arg.value
+        positional = [a for a in self.call.args if a.keyword is None and not a.star]
+        return positional[1].value if len(positional) > 1 else None
+
+
+class BatchnormSingleSample(Pattern):
+    """Drops the training DataLoader's last partial batch when it holds a single sample.
+
+    What it fixes:
+        A BatchNorm layer in training mode that meets a batch of one: the dataset's size is
+        one more than a multiple of the batch size, so every epoch ends with a batch of a
+        single sample. The training DataLoader gets ``drop_last=True``. A batch of one made on
+        purpose (``batch_size=1``, a single sample forwarded for inference without
+        ``model.eval()``, an evaluation loop in training mode) is diagnosed instead.
+
+    Why it fails:
+        ``ValueError: Expected more than 1 value per channel when training, got input size
+        torch.Size([1, 256])`` (0.4: the size printed as a list, ``[1, 256]``). In training
+        mode batch normalisation divides by the batch's variance, which one value per channel
+        does not have (``[1, C, 1, 1]`` after a global pooling counts as one value too). The
+        tracing run records the failing BatchNorm (its size, where it was built) and the
+        tensors of the user's frames; the loop and its DataLoader come from the code.
+
+    Example:
+        ``DataLoader(train_set, batch_size=2, shuffle=True)`` over 3 samples: the second batch
+        has one sample; the fix is ``DataLoader(train_set, batch_size=2, shuffle=True,
+        drop_last=True)``.
+
+    Fix safety:
+        Unsafe: each epoch skips the last ``len(dataset) % batch_size`` samples (different
+        ones each epoch when the loader shuffles), and a training loop that counts batches
+        sees one fewer. Made only for a loader of a loop that trains (calls ``backward`` or
+        ``step``), with a batch size over 1 and no sampler of its own, after a full batch was
+        seen in the same run.
+
+    Not handled:
+        Loaders built by a library or passed through several functions; a batch of one made
+        by a ``batch_sampler`` or a custom collate; BatchNorm in a hand-written loop without a
+        DataLoader (diagnosed: a batch size over 1, or ``model.eval()``).
+    """
+
+    ID = "batchnorm-single-sample"
+    TITLE = "BatchNorm in training mode given a batch of one"
+    TAGS = frozenset({"data", "batch"})
+    APPLICABILITY = Applicability.UNSAFE
+    EVIDENCE = frozenset({"failing_module", "locals", "limits"})
+    SIGNATURES = (
+        signature(
+            ("ValueError", "RuntimeError"),
+            phrase("Expected more than 1 value per channel when training, got input size")
+            + r"\s*(?:torch\.Size\()?\[(?P<size>[\d,\s]*)\]",
+        ),
+    )
+    Transformer = DropLast
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        frame = failure.user_frame
+        size = [int(v) for v in re.findall(r"\d+", match["size"])]
+        module = evidence.failing_module if evidence else None
+        norm = f"nn.{module.get('type')}({module.get('num_features')})" if module and module.get("type") else "a BatchNorm layer"
+        built = resolve_site(evidence, module.get("site")) if module else None
+        norm += f" built at {place(built)}" if built else ""
+        got = f"{norm} in training mode received {shape_text(size)}: one value per channel"
+        if not size or size[0] != 1:
+            return self.decline(
+                f"{got} (a spatial size of 1 after pooling)",
+                diagnosis=("Give the layer more than one value per channel: a batch size over 1, or no global "
+                           "pooling before it, or GroupNorm/LayerNorm, which do not depend on the batch."),
+                at=frame,
+            )
+        loader = _loader(failure, evidence, sources)
+        if loader is None:
+            return self.decline(
+                f"{got}; the batch of one does not come from a DataLoader loop the code shows",
+                diagnosis=("For inference on one sample, call model.eval() first (BatchNorm then uses its running "
+                           "statistics); for training, use batches of more than one sample."),
+                at=frame,
+            )
+        at = loader.loop_frame
+        built_at = Frame(file=str(loader.src.path), line=loader.src.line(loader.call), user=True)
+        if not _trains(loader.loop):
+            return self.decline(
+                f"{got}: the loop at {place(at)} over {loader.name} does not train (no backward or step), yet "
+                "the model is in training mode",
+                diagnosis=(f"Call model.eval() before the loop at {place(at)} (and model.train() after it): "
+                           "evaluation must use the running statistics, whatever the batch size."),
+                at=at,
+            )
+        batch = loader.batch_size()
+        if (isinstance(batch, cst.Integer) and int(batch.value) == 1) or batch is None:
+            return self.decline(
+                f"{got}: {loader.name} (built at {place(built_at)}) makes batches of one",
+                diagnosis=(f"Train with a batch size over 1 in the DataLoader at {place(built_at)}, or replace "
+                           "BatchNorm by GroupNorm/LayerNorm if single-sample batches are needed."),
+                at=built_at,
+            )
+        for keyword in ("sampler", "batch_sampler", "collate_fn"):
+            if loader.keyword(keyword) is not None:
+                return self.decline(f"{got}; {loader.name} has its own {keyword}, which may make the batch of one",
+                                    diagnosis=self.remedy(), at=built_at)
+        drop = loader.keyword("drop_last")
+        if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
+            return self.decline(f"{got}; {loader.name} already sets drop_last", diagnosis=self.remedy(), at=built_at)
+        seen = int((evidence.limits if evidence else {}).get("batches") or 0)
+        if seen < 2:
+            return self.decline(
+                f"{got}: the first batch of {loader.name} already has one sample, so the dataset is smaller than a "
+                "batch; drop_last would leave no batch at all",
+                diagnosis=f"Check the dataset behind {loader.name} (built at {place(built_at)}): it holds a single sample.",
+                at=built_at,
+            )
+        call = loader.call
+        old = one_line(loader.src.module, call)
+        written = loader.src.code(batch)
+        return Site(
+            pattern=self.ID,
+            file=str(loader.src.path),
+            span=loader.src.positions[call],
+            params={},
+            summary=f"{'Set' if drop is not None else 'Added'} drop_last=True {'in' if drop is not None else 'to'} {old}: its last batch holds a single sample, which {norm} cannot normalise",
+            applicability=self.APPLICABILITY,
+            evidence={"norm": dict(module or {}), "input_size": size, "loader": loader.name,
+                      "loader_site": place(built_at), "batch_size": written, "batches_seen": seen},
+            evidence_text=(
+                f"the loop at {place(at)} over {loader.name} (batch_size={written}) got a batch of one after "
+                f"{seen - 1} full batch(es) in this run: the last partial batch"
+            ),
+            notes=(
+                f"drop_last=True skips the last len(dataset) % {written} samples of every epoch (different ones "
+                "when the loader shuffles): one fewer batch per epoch.",
+            ),
+        )
+
+    @classmethod
+    def remedy(cls) -> str:
+        return ("Avoid batches of one sample in training mode: drop_last=True on the training DataLoader when "
+                "the last batch is the one, a batch size over 1, model.eval() for evaluation and single-sample "
+                "inference, or GroupNorm/LayerNorm instead of BatchNorm.")
+
+
+def _loader(failure: Failure, evidence: Evidence | None, sources: Sources) -> Loader | None:
+    """The DataLoader of the innermost ``for`` loop, in the user's frames outside ``forward``, whose
+    recorded batch has one sample (a loader passed in as an argument is followed to its caller)."""
+    frames = list(failure.frames)
+    for index in range(len(frames) - 1, -1, -1):
+        frame = frames[index]
+        if not frame.user or frame.function == "forward":
+            continue
+        tensors = local_tensors(evidence, frame)
+        if tensors and not any((shape_of(t) or [0])[:1] == [1] for t in tensors.values()):
+            continue
+        src = source(sources, frame.file)
+        if src is None:
+            continue
+        for loop in src.around(frame.line, cst.For):
+            assert isinstance(loop, cst.For)
+            name = _iterated(loop.iter)
+            if name is None:
+                continue
+            call = _dataloader_binding(src, name, src.line(loop))
+            if call is None:
+                caller = next((f for f in reversed(frames[:index]) if f.user), None)
+                followed = _from_caller(src, loop, name, caller, sources)
+                if followed is not None:
+                    call, src_of_call = followed
+                    return Loader(name, call, src_of_call, loop, Frame(file=frame.file, line=src.line(loop), user=True))
+                continue
+            return Loader(name, call, src, loop, Frame(file=frame.file, line=src.line(loop), user=True))
+    return None
+
+
+def _from_caller(
+    src: Source, loop: cst.For, name: str, caller: Frame | None, sources: Sources
+) -> tuple[cst.Call, Source] | None:
+    """The DataLoader call behind a parameter ``name`` of the loop's function, from the caller's line."""
+    functions = src.around(src.line(loop), cst.FunctionDef)
+    if not functions or caller is None:
+        return None
+    function = functions[0]
+    assert isinstance(function, cst.FunctionDef)
+    params = [p.name.value for p in function.params.params]
+    if name not in params:
+        return None
+    position = params.index(name)
+    caller_src = source(sources, caller.file)
+    if caller_src is None:
+        return None
+    for node, span in caller_src.positions.items():
+        if not isinstance(node, cst.Call) or not span.contains_line(caller.line):
+            continue
+        if called_name(node) != function.name.value:
+            continue
+        arg = keyword_arg(node, name)
+        if arg is None:
+            positional = [a for a in node.args if a.keyword is None and not a.star]
+            offset = 1 if params and params[0] == "self" else 0
+            arg = positional[position - offset] if 0 <= position - offset < len(positional) else None
+        if arg is not None and isinstance(arg.value, cst.Name):
+            call = _dataloader_binding(caller_src, arg.value.value, caller.line + 1)
+            if call is not None:
+                return call, caller_src
+    return None
+
+
+def _iterated(node: cst.BaseExpression) -> str | None:
+    """``loader`` of ``for b in loader``, ``enumerate(loader)``, ``tqdm(loader, ...)``."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if (isinstance(node, cst.Call) and node.args and isinstance(node.args[0].value, cst.Name)
+            and called_name(node) in ("enumerate", "tqdm", "iter")):
+        return node.args[0].value.value
+    return None
+
+
+def _dataloader_binding(src: Source, name: str, before: int) -> cst.Call | None:
+    """The ``DataLoader(...)`` call last bound to ``name`` before a line: in the function, else at module level."""
+    imports = ImportTable(src.module)
+    for statements in (src.statements_of(before), src.module.body):
+        found = None
+        for event in events(statements):
+            if event.kind == "bind" and event.name == name and src.line(event.statement) < before:
+                found = event
+        if found is not None:
+            value = found.value
+            if isinstance(value, cst.Call) and (
+                is_torch_name(imports.qualify(value.func), "torch.utils.data.DataLoader")
+                or (isinstance(value.func, cst.Name) and value.func.value == "DataLoader")
+            ):
+                return value
+            return None
+    return None
+
+
+def _trains(loop: cst.For) -> bool:
+    """Whether a loop's body calls ``.backward()`` or ``.step()``."""
+    found = False
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _TRAINING_CALLS:
+                found = True
+
+    loop.body.visit(Calls())
+    return found
+
+

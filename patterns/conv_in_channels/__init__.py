@@ -1,0 +1,1 @@
+"""Pattern conv-in-channels."""

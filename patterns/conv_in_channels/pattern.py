@@ -1,0 +1,348 @@
+"""conv-in-channels: a convolution built for another number of input channels than it receives."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+
+from repairbot.codemod import (
+    ImportTable,
+    argument,
+    called_name,
+    calls_on_line,
+    has_star_args,
+    is_torch_name,
+    method_call,
+    one_line,
+    replace_arg_value,
+)
+from repairbot.evidence import Evidence
+from repairbot.facts import (
+    Source,
+    last_binding,
+    local_tensors,
+    place,
+    resolve_site,
+    shape_of,
+    shape_text,
+    source,
+)
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site
+
+_WEIGHT = r"(?:weight of size \[?(?P<weight>[\d,\s]+?)\]?|weight\[(?P<weight04>[\d,\s]+)\],\s+so)"
+_EXPECTED = (
+    r"expected input\[(?P<input>[\d,\s]+)\] to have (?P<expected>\d+) channels, but got (?P<got>\d+) channels instead"
+)
+# Calls that bring weights from elsewhere: changing a layer's size would break them.
+_PRETRAINED_CALLS = ("load_state_dict", "load_from_checkpoint", "from_pretrained")
+
+
+def _ints(text: str | None) -> list[int]:
+    return [int(v) for v in re.findall(r"\d+", text or "")]
+
+
+class SetInChannels(SiteTransformer):
+    """Replaces the value of the Conv call's ``in_channels`` argument, or (``mode`` permute) moves
+    the channels of the expression that makes the batch first; nothing else."""
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # the batch already reordered right there (a second application): leave it alone
+        if (self.site.params.get("mode") == "permute" and isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute) and node.func.attr.value == "permute"
+                and self.at_site(node.func.value)):
+            return False
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        if (self.site.params.get("mode") == "permute" and isinstance(updated_node, cst.BaseExpression)
+                and isinstance(original_node, cst.BaseExpression) and self.at_site(original_node)):
+            self.changes += 1
+            order = [cst.Integer(str(d)) for d in self.site.params["order"]]
+            return method_call(updated_node, "permute", *order)
+        return super().on_leave(original_node, updated_node)
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if self.site.params.get("mode") == "permute" or not self.at_site(original_node):
+            return updated_node
+        target = argument(updated_node, 0, "in_channels")
+        if target is None:
+            return updated_node
+        self.changes += 1
+        return replace_arg_value(updated_node, target, cst.Integer(str(self.site.params["in_channels"])))
+
+
+class ConvInChannels(Pattern):
+    """Sets a convolution's ``in_channels`` to the channels it really receives, or explains the data.
+
+    What it fixes:
+        A ``nn.Conv1d/2d/3d`` of the project written for another channel count than its input
+        has: a model written for RGB trained on grayscale data, a second conv that does not
+        take the first one's ``out_channels``, a 1-D conv over sensors counted wrong. The
+        integer ``in_channels`` where the layer is built becomes the traced channel count. A
+        channels-last batch (``[N, H, W, C]`` with ``C`` equal to ``in_channels``) gets
+        ``.permute(0, 3, 1, 2)`` where an assignment makes it (``x = torch.from_numpy(...)``).
+        Diagnosed instead: a layer whose weights come from a checkpoint or a library model
+        (the data must be converted: grayscale to 3 channels), a channels-last batch that a
+        DataLoader loop makes (the dataset must convert it) and a batch missing its channel
+        dimension.
+
+    Why it fails:
+        ``RuntimeError: Given groups=1, weight of size [32, 3, 3, 3], expected input[2, 1, 28,
+        28] to have 3 channels, but got 1 channels instead`` (torch >= 1.5; 1.0 to 1.4 write
+        the weight size without brackets, ``weight of size 32 3 3 3``; 0.4: ``weight[32, 3, 3,
+        3], so expected input[...]``; transposed convolutions say ``Given transposed=1``).
+        The weight is ``[out_channels, in_channels / groups, *kernel]``; dimension 1 of the
+        input must equal ``in_channels``. The tracing run records the failing convolution (its
+        sizes, the line that built it) and the shape it received, and the tensors of the
+        user's frames, which tell whether that input is the data as loaded.
+
+    Example:
+        ``self.conv1 = nn.Conv2d(3, 32, 3)`` trained on MNIST batches ``[2, 1, 28, 28]``: the
+        fix is ``nn.Conv2d(1, 32, 3)``. ``nn.Conv2d(32, 64, 3)`` after ``nn.Conv2d(1, 16, 3)``
+        becomes ``nn.Conv2d(16, 64, 3)``.
+
+    Fix safety:
+        Safe: only ``in_channels`` changes, to what the layer receives in the run, for a layer
+        the project builds itself from scratch (no checkpoint or pretrained weights loaded),
+        written as a plain number in a call that builds one layer; the rerun verifies. The
+        ``.permute`` fix is unsafe: the layout is inferred from the sizes, and code after the
+        model call that reads the batch as channels-last (plotting) must permute it back.
+
+    Not handled:
+        ``in_channels`` given by a name or an expression (the diagnosis says what it must
+        evaluate to); grouped convolutions (``groups`` > 1); convolutions built in a loop or a
+        comprehension; functional ``F.conv2d`` on a hand-made weight.
+    """
+
+    ID = "conv-in-channels"
+    TITLE = "Convolution in_channels does not match its input's channels"
+    TAGS = frozenset({"shape"})
+    APPLICABILITY = Applicability.SAFE
+    EVIDENCE = frozenset({"failing_module", "locals"})
+    SIGNATURES = (
+        signature("RuntimeError", r"Given (?P<kind>groups|transposed)=(?P<groups>\d+),\s+" + _WEIGHT + r",?\s+" + _EXPECTED),
+        signature(
+            "RuntimeError",
+            phrase("Need input of dimension") + r"\s+(?P<rank>\d)\s+and input\.size\[1\] == (?P<expected>\d+)\s+"
+            + r"but got input to have (?P<got_rank>\d) dimensions and input\.size\[1\] == (?P<got>\d+)",
+        ),
+    )
+    Transformer = SetInChannels
+
+    def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
+        module = evidence.failing_module if evidence else None
+        shape = module.get("input_shape") if module else None
+        if not isinstance(shape, list) or not shape or evidence is None:
+            return True
+        # The batch still in front: the channels flowed through unchanged and cannot depend on it.
+        return bool(shape[0] != int(evidence.limits.get("batch_size", -1)))
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        frame = failure.user_frame
+        groups = match.groupdict()
+        expected, got = int(groups["expected"]), int(groups["got"])
+        module: Mapping[str, Any] | None = evidence.failing_module if evidence else None
+        if not module or not str(module.get("type", "")).startswith(("Conv", "LazyConv")):
+            return self.decline(
+                f"a convolution expected {expected} input channels and got {got}, but no nn.Conv module "
+                "of the run failed (a functional conv on a hand-made weight)",
+                diagnosis=_remedy(expected, got), at=frame,
+            )
+        kind = str(module["type"])
+        in_channels = module.get("in_channels")
+        shape = module.get("input_shape") if isinstance(module.get("input_shape"), list) else _ints(groups.get("input"))
+        site = resolve_site(evidence, module.get("site"))
+        built = f" built at {place(site)}" if site else ""
+        layer = f"nn.{kind}({in_channels}, {module.get('out_channels')}){built}"
+        rank = {"Conv1d": 3, "Conv2d": 4, "Conv3d": 5}.get(kind.replace("Lazy", ""), 4)
+        if groups.get("kind") == "transposed" or (groups.get("groups") and int(groups["groups"]) != 1):
+            return self.decline(f"{layer} is a grouped or transposed convolution; its channel rule differs",
+                                diagnosis=_remedy(expected, got), at=site or frame)
+        if not isinstance(in_channels, int) or shape is None:
+            return self.decline(f"{layer}: the run did not record its sizes", diagnosis=_remedy(expected, got), at=frame)
+        if len(shape) == rank - 1:
+            return self.decline(
+                f"{layer} received {shape_text(shape)}: without a batch dimension torch reads it as one sample "
+                f"of {shape[0]} channels; the channel dimension is missing",
+                diagnosis=f"Add the channel dimension where the batch is made: x.unsqueeze(1) gives {shape_text([shape[0], 1, *shape[1:]])}.",
+                at=frame,
+            )
+        if len(shape) != rank:
+            return self.decline(f"{layer} received {shape_text(shape)}", diagnosis=_remedy(expected, got), at=frame)
+        channels = shape[1]
+        data = _data_frame(evidence, failure, shape)
+        if shape[-1] == in_channels and channels != in_channels:
+            return self._channels_last(layer, shape, in_channels, rank, data, frame, sources)
+        if site is None or not site.user or not Path(site.file).is_absolute():
+            return self.decline(f"{layer} was built outside the project's own code", diagnosis=_remedy(in_channels, channels), at=frame)
+        src = source(sources, site.file)
+        if src is None:
+            return self.decline(f"cannot read {place(site)}", diagnosis=_remedy(in_channels, channels), at=frame)
+        call = _conv_call(src, site.line, in_channels, kind)
+        if call is None:
+            return self.decline(
+                f"{layer} is not built by one nn.{kind} call at {place(site)} (a library or pretrained model)",
+                diagnosis=_convert(in_channels, channels), at=frame,
+            )
+        pretrained = _pretrained(sources, failure, site)
+        if pretrained is not None and data is not None:
+            return self.decline(
+                f"{layer} takes {in_channels} channels and the data has {channels}, but the model's weights are "
+                f"loaded ({pretrained}): resizing the layer would break them",
+                diagnosis=_convert(in_channels, channels), at=data[1],
+            )
+        if src.around(site.line, cst.For, cst.While, cst.ListComp, cst.GeneratorExp, cst.DictComp):
+            return self.decline(
+                f"{layer} is built in a loop or comprehension: one in_channels may serve layers of other sizes",
+                diagnosis=f"the layer receives {channels} channels; its in_channels must be {channels}", at=site,
+            )
+        target = argument(call, 0, "in_channels")
+        if target is None or has_star_args(call):
+            return self.decline("the in_channels argument is not written out in the call", diagnosis=_remedy(in_channels, channels), at=site)
+        if not isinstance(target.value, cst.Integer):
+            return self.decline(
+                f"in_channels is `{src.code(target.value)}`, not a number",
+                diagnosis=f"{layer} receives {channels} channels: make `{src.code(target.value)}` evaluate to {channels}",
+                at=site,
+            )
+        old = one_line(src.module, call)
+        new = one_line(src.module, replace_arg_value(call, target, cst.Integer(str(channels))))
+        source_of_input = (
+            f"the data as loaded ({data[0]} {shape_text(shape)} in {place(data[1])})" if data
+            else f"the output of the layer before it ({shape_text(shape)})"
+        )
+        span = src.positions[call]
+        return Site(
+            pattern=self.ID,
+            file=str(src.path),
+            span=span,
+            params={"in_channels": channels},
+            summary=f"Changed {old} to {new} to match the traced input ({shape_text(shape)})",
+            applicability=self.APPLICABILITY,
+            evidence={
+                "conv": {**dict(module), "site": place(site)},
+                "traced_input_shape": list(shape),
+                "in_channels": {"was": in_channels, "now": channels},
+                "input_is_data": data is not None,
+            },
+            evidence_text=f"the {kind} built at {place(site)} received {source_of_input} (traced)",
+        )
+
+
+    def _channels_last(
+        self, layer: str, shape: Sequence[int], in_channels: int, rank: int,
+        data: tuple[str, Frame] | None, frame: Frame | None, sources: Sources,
+    ) -> Site | Decline:
+        """A channels-last batch: ``.permute`` where the batch is made, when an assignment makes it."""
+        order = (0, 3, 1, 2) if rank == 4 else (0, 2, 1) if rank == 3 else (0, 4, 1, 2, 3)
+        permute = f".permute({', '.join(map(str, order))})"
+        reason = (f"{layer} received {shape_text(shape)}: channels last (the last dimension is {in_channels}, "
+                  "the layer's in_channels); convolutions take channels first")
+        made = f" where the batch is made ({data[0]} in {place(data[1])})" if data else ""
+        diagnosis = (f"Move the channels first with {permute}{made}, e.g. x = x{permute}; or convert the "
+                     "images to [C, H, W] in the dataset (transforms.ToTensor does).")
+        if data is None:
+            return self.decline(reason, diagnosis=diagnosis, at=frame)
+        name, data_frame = data
+        src = source(sources, data_frame.file)
+        binding = last_binding(src, name, data_frame.line + 1) if src else None
+        statement = binding.statement if binding else None
+        if src is None or not isinstance(statement, cst.Assign) or len(statement.targets) != 1 or not (
+            isinstance(statement.targets[0].target, cst.Name)
+        ):
+            return self.decline(f"{reason}; {name} is not made by a plain assignment the fix could extend "
+                                "(a loop over a DataLoader: the dataset makes it)", diagnosis=diagnosis, at=data_frame)
+        value = statement.value
+        if isinstance(value, cst.Call) and called_name(value) in ("permute", "movedim", "transpose"):
+            return self.decline(f"{reason}; {name} is already reordered where it is made", diagnosis=diagnosis,
+                                at=data_frame)
+        old = src.code(value)
+        return Site(
+            pattern=self.ID,
+            file=str(src.path),
+            span=src.positions[value],
+            params={"mode": "permute", "order": list(order)},
+            summary=f"Moved the channels of {name} first where the batch is made: {old}{permute} "
+                    f"({shape_text(shape)} -> {shape_text([shape[i] for i in order])})",
+            applicability=Applicability.UNSAFE,
+            evidence={"traced_input_shape": list(shape), "in_channels": in_channels, "batch": name,
+                      "made_at": place(Frame(file=str(src.path), line=src.line(statement)))},
+            evidence_text=(f"{layer} received {name} {shape_text(shape)} (traced): the last dimension is its "
+                           f"in_channels {in_channels}, dimension 1 is {shape[1]}"),
+            notes=(f"{name} is channels first from here on: code after the model call that reads it as "
+                   "channels last (plotting, saving images) must permute it back.",),
+        )
+
+
+def _remedy(expected: int, got: int) -> str:
+    return (f"The convolution takes {expected} input channels and received {got}: set its in_channels to "
+            f"{got} where it is built, or convert the input to {expected} channels.")
+
+
+def _convert(in_channels: int, channels: int) -> str:
+    if in_channels == 3 and channels == 1:
+        how = ("repeat the grayscale channel: x.repeat(1, 3, 1, 1), or transforms.Grayscale(num_output_channels=3) "
+               "in the dataset, or images opened with .convert('RGB')")
+    elif in_channels == 1 and channels == 3:
+        how = "convert the images to grayscale (transforms.Grayscale() or .convert('L'))"
+    elif in_channels == 3 and channels == 4:
+        how = "drop the alpha channel (.convert('RGB') when opening the images, or x[:, :3])"
+    else:
+        how = f"give it {in_channels}-channel inputs"
+    return f"The layer's weights fix its {in_channels} input channels, so convert the data instead: {how}."
+
+
+def _conv_call(src: Source, line: int, in_channels: int, kind: str) -> cst.Call | None:
+    """The one nn.ConvNd call on the construction line with the recorded in_channels."""
+    imports = ImportTable(src.module)
+    found = []
+    for located in calls_on_line(src.wrapper, line):
+        call = located.node
+        if not isinstance(call, cst.Call) or not is_torch_name(imports.qualify(call.func), f"torch.nn.{kind}"):
+            continue
+        arg = argument(call, 0, "in_channels")
+        if arg is not None and isinstance(arg.value, cst.Integer) and int(arg.value.value) != in_channels:
+            continue
+        found.append(call)
+    return found[0] if len(found) == 1 else None
+
+
+def _data_frame(evidence: Evidence | None, failure: Failure, shape: Sequence[int]) -> tuple[str, Frame] | None:
+    """The tensor of the user's frames outside a ``forward`` that has the conv's input shape:
+    the batch as the data gave it."""
+    if evidence is None or failure is None:
+        return None
+    for frame in reversed(failure.frames):
+        if not frame.user or frame.function == "forward":
+            continue
+        for name, value in local_tensors(evidence, frame).items():
+            if shape_of(value) == list(shape):
+                return name, frame
+    return None
+
+
+def _pretrained(sources: Sources, failure: Failure, site: Frame) -> str | None:
+    """A call in the project's failing files that loads weights into a model, if any."""
+    files = {f.file for f in failure.frames if f.user} | {site.file}
+    for file in sorted(files):
+        src = source(sources, file)
+        if src is None:
+            continue
+        for node, span in src.positions.items():
+            if not isinstance(node, cst.Call):
+                continue
+            if called_name(node) in _PRETRAINED_CALLS or any(
+                a.keyword is not None and a.keyword.value in ("pretrained", "weights") and not (
+                    isinstance(a.value, cst.Name) and a.value.value in ("False", "None")
+                ) for a in node.args
+            ):
+                return f"{src.code(node)[:60]} at {place(Frame(file=str(src.path), line=span.line))}"
+    return None

@@ -1,0 +1,274 @@
+"""conv-input-rank: a convolution given a tensor with too few or too many dimensions."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import libcst as cst
+
+from repairbot.evidence import Evidence
+from repairbot.facts import Source, place, resolve_site, shape_text, source
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site
+
+_DIMS = r"\[(?P<shape>[\d,\s]*)\]"
+_RESHAPES = ("view", "reshape", "flatten")
+
+
+def _ints(text: str | None) -> list[int]:
+    return [int(v) for v in re.findall(r"\d+", text or "")]
+
+
+def restoring_reshape(shape: Sequence[int], channels: int | None, spatial: int) -> str | None:
+    """The call that gives a convolution's input back its dimensions, when it is certain.
+
+    ``spatial`` is the convolution's number of spatial dimensions (2 for Conv2d).
+    """
+    if not shape or channels is None:
+        return None
+    rank = len(shape)
+    if rank == spatial + 2:
+        return None
+    if rank == 2 and spatial == 2:
+        features = shape[1]
+        side = math.isqrt(features // channels) if features % channels == 0 else 0
+        if side and side * side * channels == features:
+            return f".view(-1, {channels}, {side}, {side})"
+        # not a flattened [C, H, W]: one bare [H, W] sample of a single-channel conv
+        return f".view(1, 1, {shape[0]}, {shape[1]})" if channels == 1 else None
+    if rank == spatial + 1 and channels == 1:
+        return ".unsqueeze(1)"  # [N, H, W]: the channel dimension is missing
+    if rank == spatial + 1 and shape[0] == channels:
+        return ".unsqueeze(0)"  # one sample [C, H, W]: the batch dimension is missing
+    if rank == spatial + 3 and shape[2] == channels:
+        return ".flatten(0, 1)"  # [N, T, C, H, W]: frames of clips, fold time into the batch
+    if rank == spatial and channels == 1:
+        return f".view(1, 1, {', '.join(map(str, shape))})"  # one single-channel sample, bare
+    return None
+
+
+class Unflatten(SiteTransformer):
+    """Gives the flatten call at the site the image's dimensions as its arguments."""
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not self.at_site(original_node):
+            return updated_node
+        self.changes += 1
+        replacement = cst.parse_expression(f"f({self.site.params['args']})")
+        assert isinstance(replacement, cst.Call)
+        return updated_node.with_changes(args=replacement.args)
+
+
+class ConvInputRank(Pattern):
+    """Restores the image a flatten in the data code lost, or explains a convolution input's rank.
+
+    What it fixes:
+        A flatten in the project's data code (outside ``forward``) whose size is written as the
+        image's, ``images.view(-1, 28 * 28)`` before a CNN, becomes ``images.view(-1, 1, 28,
+        28)`` (``3 * 32 * 32`` gives ``3, 32, 32`` for a 3-channel conv). Diagnosed, with the
+        traced shape and the reshape that restores it: an ``nn.Conv1d/2d/3d`` fed a tensor that lost or gained a
+        dimension: MNIST images flattened to ``[N, 784]`` for an MLP and then given to a CNN,
+        grayscale ``[N, 28, 28]`` without the channel dimension, one image ``[3, 224, 224]``
+        without the batch dimension (torch < 1.11), video clips ``[N, T, C, H, W]`` given to a
+        Conv2d.
+
+    Why it fails:
+        ``RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input
+        of size: [100, 784]`` (torch >= 1.11; 2D/3D for conv1d, 4D/5D for conv3d); earlier
+        ``Expected 4-dimensional input for 4-dimensional weight [32, 1, 5, 5], but got
+        2-dimensional input of size [100, 784] instead`` (0.4 to 1.10, with the weight's sizes
+        written without brackets up to 1.2), and in 0.3 the THNN ``3D or 4D input tensor
+        expected but got: [100 x 784]``. The tracing run records the failing convolution
+        (its type, ``in_channels``, construction site) and the shape it received.
+
+    Example:
+        ``self.conv1 = nn.Conv2d(1, 32, 5)`` given ``images = images.view(-1, 28 * 28)`` (left
+        from an MLP's loop): the fix is ``images = images.view(-1, 1, 28, 28)``. Given
+        ``images.view(-1, 784)``: "784 = 1 x 28 x 28: x.view(-1, 1, 28, 28)", diagnosed at the
+        flatten.
+
+    Fix safety:
+        Safe: made only when the flatten's own arguments write the image's sides (a product
+        ``H * W`` for a 1-channel conv, ``C * H * W`` with ``C`` its ``in_channels``), so the
+        reshape is certain, and the rerun verifies. A flatten to a plain number (``784``), one
+        inside ``forward`` and every other rank are diagnosed: there the sides are a guess.
+
+    Not handled:
+        A functional ``F.conv2d`` on a hand-made weight (no module is recorded: the shapes
+        come from the message only); non-square flattened images (the diagnosis gives the
+        rule, not the numbers).
+    """
+
+    ID = "conv-input-rank"
+    TITLE = "Convolution input has the wrong number of dimensions"
+    TAGS = frozenset({"shape"})
+    APPLICABILITY = Applicability.SAFE
+    BATCH_INVARIANT = True
+    Transformer = Unflatten
+    EVIDENCE = frozenset({"failing_module", "locals"})
+    REMEDY = (
+        "Give the convolution [N, C, H, W] (Conv2d; [N, C, L] for Conv1d, [N, C, D, H, W] for "
+        "Conv3d): do not flatten images before a CNN (or undo it with x.view(-1, C, H, W)), add a "
+        "missing channel dimension with x.unsqueeze(1) and a missing batch dimension with "
+        "x.unsqueeze(0), and fold a time dimension into the batch (or use Conv3d)."
+    )
+    SIGNATURES = (
+        signature(
+            "RuntimeError",
+            r"Expected (?P<unbatched>\d)D \(unbatched\) or (?P<batched>\d)D \(batched\) input to conv(?P<spatial>[123])d, "
+            + phrase("but got input of size:") + r"\s*" + _DIMS,
+        ),
+        signature(
+            "RuntimeError",
+            r"Expected (?P<batched>\d)-dimensional input for (?P=batched)-dimensional weight\s*\[?(?P<weight>[\d,\s]*?)\]?,?\s+"
+            + r"but got (?P<rank>\d)-dimensional input of size " + _DIMS,
+        ),
+        signature(
+            "RuntimeError",
+            r"Expected (?P<batched>\d)-dimensional input for (?P=batched)-dimensional weight.*?but got input of size " + _DIMS,
+        ),
+        signature(
+            "RuntimeError",
+            r"(?P<unbatched>\d)D or (?P<batched>\d)D input tensor expected but got: \[(?P<shape>[\d\sx]*)\]\s+at\s+\S*Convolution",
+        ),
+    )
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        frame = failure.user_frame
+        groups = match.groupdict()
+        module = evidence.failing_module if evidence else None
+        conv: Mapping[str, Any] | None = module if module and str(module.get("type", "")).startswith(("Conv", "LazyConv")) else None
+        shape = list(conv["input_shape"]) if conv and isinstance(conv.get("input_shape"), list) else _ints(groups.get("shape"))
+        batched = int(groups["batched"]) if groups.get("batched") else None
+        spatial = int(groups["spatial"]) if groups.get("spatial") else (batched - 2 if batched else 2)
+        weight = _ints(groups.get("weight"))
+        channels = conv.get("in_channels") if conv else (weight[1] if len(weight) >= 2 else None)
+        channels = channels if isinstance(channels, int) else None
+        kind = str(conv.get("type")) if conv else f"Conv{spatial}d"
+        site = resolve_site(evidence, conv.get("site")) if conv else None
+        layer = f"nn.{kind}({channels}, {conv.get('out_channels')})" if conv and channels is not None else f"the {kind}"
+        built = f" built at {place(site)}" if site else ""
+        expected = f"[N, C{', L' if spatial == 1 else ', H, W' if spatial == 2 else ', D, H, W'}]"
+        reshape = restoring_reshape(shape, channels, spatial)
+        flatten = _flatten_site(sources, failure, frame, shape)
+        reason = f"{layer}{built} received {shape_text(shape)} ({len(shape)} dimensions); it takes {expected}"
+        if flatten is not None and spatial == 2 and len(shape) == 2 and channels is not None:
+            fixed = self._unflatten(sources, flatten, shape, channels, reason)
+            if fixed is not None:
+                return fixed
+        if reshape is None:
+            return self.decline(reason, diagnosis=self.REMEDY, at=flatten or frame)
+        why = {
+            ".unsqueeze(1)": "the channel dimension is missing",
+            ".unsqueeze(0)": "the batch dimension is missing (one sample)",
+            ".flatten(0, 1)": "a time dimension comes first: fold it into the batch (or use Conv3d)",
+        }.get(reshape)
+        if why is None and reshape.startswith(".view(1, 1,"):
+            why = "one sample without its batch and channel dimensions"
+        if why is None:
+            side = _ints(reshape)[-1]
+            why = f"{shape[1]} = {channels} x {side} x {side}: the image was flattened"
+        where = f"; the input was flattened at {place(flatten)}" if flatten else ""
+        return self.decline(
+            f"{reason}: {why}{where}",
+            diagnosis=(
+                f"Give the layer its {expected} input: x{reshape} before it"
+                + (f", or remove the flatten at {place(flatten)} if only the CNN reads these tensors" if flatten else "")
+                + "."
+            ),
+            at=flatten or frame,
+        )
+
+
+    def _unflatten(
+        self, sources: Sources, flatten: Frame, shape: Sequence[int], channels: int, reason: str
+    ) -> Site | None:
+        """The flatten of the data code rewritten to keep the image, when its own size says the
+        image's: ``x.view(-1, 28 * 28)`` -> ``x.view(-1, 1, 28, 28)`` for a 1-channel conv."""
+        src = source(sources, flatten.file)
+        calls = [node for node, span in src.positions.items() if _is_flatten(node) and span.line == flatten.line] if src else []
+        if src is None or len(calls) != 1:
+            return None
+        call = calls[0]
+        assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+        if call.func.attr.value == "flatten" or len(call.args) != 2 or any(a.keyword or a.star for a in call.args):
+            return None
+        factors = _integer_factors(call.args[1].value)
+        if factors is None or math.prod(factors) != shape[1]:
+            return None
+        if len(factors) == 2 and channels == 1:
+            dims = [1, *factors]
+        elif len(factors) == 3 and factors[0] == channels:
+            dims = factors
+        else:
+            return None
+        first = src.code(call.args[0].value)
+        new_args = ", ".join([first, *map(str, dims)])
+        old = src.code(call)
+        new = f"{src.code(call.func)}({new_args})"
+        return Site(
+            pattern=self.ID,
+            file=str(src.path),
+            span=src.positions[call],
+            params={"args": new_args},
+            summary=f"Changed {old} to {new}: the convolution takes the image, not its flattened pixels",
+            applicability=self.APPLICABILITY,
+            evidence={"traced_input_shape": list(shape), "in_channels": channels, "image": dims,
+                      "flatten": place(flatten)},
+            evidence_text=(f"{reason}; the flatten at {place(flatten)} writes the image's size "
+                           f"{' * '.join(map(str, factors))} = {shape[1]}, which {'1 x ' if len(factors) == 2 else ''}"
+                           f"{' x '.join(map(str, factors))} restores for a {channels}-channel conv"),
+        )
+
+
+def _integer_factors(node: cst.BaseExpression) -> list[int] | None:
+    """``[28, 28]`` for ``28 * 28``; None unless the expression is a product of integers (a
+    single number does not say the image's sides)."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        left, right = _integer_factors(node.left), _integer_factors(node.right)
+        return left + right if left is not None and right is not None else None
+    if isinstance(node, cst.Integer):
+        return [int(node.value)]
+    return None
+
+
+def _flatten_site(sources: Sources, failure: Failure, frame: Frame | None, shape: Sequence[int]) -> Frame | None:
+    """The one ``.view/.reshape/.flatten`` of the failing frames' files, outside the model's
+    ``forward``, that makes a 2-D tensor (``x.view(-1, 784)``, ``x.reshape(x.size(0), -1)``)."""
+    if frame is None or len(shape) != 2:
+        return None
+    files = {f.file for f in failure.frames if f.user}
+    found: list[Frame] = []
+    for file in sorted(files):
+        src = source(sources, file)
+        if src is None:
+            continue
+        for node, span in src.positions.items():
+            if not _is_flatten(node) or _in_forward(src, span.line):
+                continue
+            found.append(Frame(file=str(src.path), line=span.line, user=True))
+    unique = {(f.file, f.line): f for f in found}
+    return next(iter(unique.values())) if len(unique) == 1 else None
+
+
+def _is_flatten(node: cst.CSTNode) -> bool:
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
+        return False
+    name = node.func.attr.value
+    if name not in _RESHAPES:
+        return False
+    if name == "flatten":
+        return len(node.args) == 1  # x.flatten(1)
+    return len(node.args) == 2  # x.view(-1, 784), x.reshape(n, -1)
+
+
+def _in_forward(src: Source, line: int) -> bool:
+    return any(isinstance(node, cst.FunctionDef) and node.name.value == "forward" for node in src.around(line, cst.FunctionDef))
+
+

@@ -1,0 +1,1 @@
+"""Pattern rnn-hidden-shape."""

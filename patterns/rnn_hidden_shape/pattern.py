@@ -1,0 +1,244 @@
+"""rnn-hidden-shape: an RNN/GRU/LSTM given an initial hidden state of the wrong shape."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import libcst as cst
+
+from repairbot.codemod import argument
+from repairbot.evidence import Evidence
+from repairbot.facts import (
+    Source,
+    events,
+    local_tensors,
+    place,
+    resolve_site,
+    shape_of,
+    shape_text,
+    source,
+)
+from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.sources import Sources
+from repairbot.types import Applicability, Decline, Failure, Frame, Site
+
+_SIZE = r"[\(\[](?P<{}>[\d,\s]*)[\)\]]"
+_INIT_NAMES = re.compile(r"^(?:init_?hidden\w*|initHidden\w*|init_state\w*|begin_state)$")
+
+
+def _ints(text: str | None) -> list[int]:
+    return [int(v) for v in re.findall(r"\d+", text or "")]
+
+
+class BatchSizeArgument(SiteTransformer):
+    """Replaces the first argument of the ``init_hidden(...)`` call with the batch's own size."""
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        if not self.at_site(original_node):
+            return updated_node
+        target = argument(updated_node, 0, str(self.site.params["parameter"]))
+        if target is None:
+            return updated_node
+        self.changes += 1
+        value = cst.parse_expression(str(self.site.params["batch"]))
+        return updated_node.with_changes(
+            args=[a.with_changes(value=value) if a is target else a for a in updated_node.args]
+        )
+
+
+class RnnHiddenShape(Pattern):
+    """Gives an ``init_hidden(batch_size)`` call made per batch the batch's real size.
+
+    What it fixes:
+        An ``init_hidden(batch_size)`` (``initHidden``, ``init_state``) called for every batch
+        inside the training loop with a fixed batch size, when a batch (the last partial one,
+        an evaluation batch) has another size: the argument becomes the batch's own size,
+        ``inputs.size(0)`` (``size(1)`` for sequence-first inputs). Diagnosed: a hidden state
+        made once and carried across batches, ``num_layers`` or ``bidirectional`` changed
+        without the hidden state, a 2-D hidden state for batched input.
+
+    Why it fails:
+        ``RuntimeError: Expected hidden[0] size (2, 1, 64), got [2, 2, 64]`` (LSTM; hidden[1]
+        for the cell state), ``Expected hidden size (1, 4, 128), got [1, 8, 128]`` (RNN/GRU;
+        torch < 1.5 prints ``got (1, 8, 128)``), ``For batched 3-D input, hx should also be 3-D
+        but got 2-D tensor`` (torch >= 1.11; LSTM: ``hx and cx should also be 3-D``), and in 0.3
+        ``Expected more hidden states in stacked_rnn``. The state must be ``(num_layers *
+        num_directions, batch, hidden_size)``. The tracing run records the failing RNN (its
+        sizes, the line that built it) and the input it got; the tensors of the loop's frame
+        and the code tell where the state was made.
+
+    Example:
+        ``h = net.init_hidden(batch_size)`` inside ``for inputs, labels in train_loader:`` with
+        a last batch of 1: "batch: 1 expected, 2 in the state made at train.py:40"; the fix is
+        ``h = net.init_hidden(inputs.size(0))``.
+
+    Fix safety:
+        Safe: only the size given to the per-batch ``init_hidden`` call changes, to the size
+        of the batch the loop just took, which is what the state must have; the rerun
+        verifies. Made only when the state's layers and hidden size already match and the
+        batch dimension of the loop's tensor is unambiguous.
+
+    Not handled:
+        States carried across batches (truncated BPTT): the diagnosis names the remedies
+        (``drop_last=True``, or a new state when the batch size changes); states built with
+        ``torch.zeros(...)`` in ``forward`` from a stored batch size (diagnosed).
+    """
+
+    ID = "rnn-hidden-shape"
+    TITLE = "RNN hidden state has the wrong shape"
+    TAGS = frozenset({"shape", "rnn"})
+    APPLICABILITY = Applicability.SAFE
+    EVIDENCE = frozenset({"failing_module", "locals"})
+    SIGNATURES = (
+        signature("RuntimeError", r"Expected hidden(?:\[(?P<which>[01])\])? size " + _SIZE.format("expected")
+                  + r",\s*got " + _SIZE.format("got")),
+        signature("RuntimeError", r"For (?P<batched>batched 3-D|unbatched 2-D) input, hx(?: and cx)? should also be "
+                  + r"(?P<want>\d)-D but got (?P<got_dims>[\w\s,()-]+?) tensors?"),
+        signature("RuntimeError", phrase("Expected more hidden states in stacked_rnn")),
+    )
+    Transformer = BatchSizeArgument
+
+    def locate(
+        self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline:
+        frame = failure.user_frame
+        groups = match.groupdict()
+        module = evidence.failing_module if evidence else None
+        kind = str(module.get("type")) if module and module.get("type") else "RNN"
+        built = resolve_site(evidence, module.get("site")) if module else None
+        layer = f"nn.{kind}({module.get('input_size')}, {module.get('hidden_size')})" if module else f"the {kind}"
+        layer += f" built at {place(built)}" if built else ""
+        if groups.get("batched"):
+            batched = groups["batched"].startswith("batched")
+            return self.decline(
+                f"{layer} got {'batched 3-D' if batched else 'unbatched 2-D'} input but a hidden state of "
+                f"{groups['got_dims'].strip()}",
+                diagnosis=("Make the state (num_layers * num_directions, batch, hidden_size): "
+                           + ("h.unsqueeze(0) for a one-layer state made as (batch, hidden)" if batched
+                              else "drop the batch dimension of the state, or batch the input")),
+                at=frame,
+            )
+        if not groups.get("expected"):
+            return self.decline(f"{layer}: fewer hidden states than layers (torch 0.3)", diagnosis=self.remedy(), at=frame)
+        expected, got = _ints(groups["expected"]), _ints(groups["got"])
+        state = "hidden[1] (the cell state)" if groups.get("which") == "1" else "the hidden state"
+        meaning = _meaning(expected, got)
+        reason = f"{layer}: {state} must be {tuple(expected)} and is {shape_text(got)} ({meaning})"
+        if len(expected) != 3 or len(got) != 3:
+            return self.decline(reason, diagnosis=("Make the state 3-D, (num_layers * num_directions, batch, "
+                                                   "hidden_size): h.unsqueeze(0) for a one-layer state."), at=frame)
+        if expected[0] != got[0] or expected[2] != got[2]:
+            return self.decline(
+                reason,
+                diagnosis=(f"Build the state with the RNN's own sizes: {expected[0]} = num_layers x num_directions, "
+                           f"{expected[2]} = hidden_size (num_layers or bidirectional changed without the state?); "
+                           "read them from the module (self.rnn.num_layers, self.rnn.hidden_size)."),
+                at=frame,
+            )
+        found = _init_call(failure, evidence, sources, expected[1])
+        if isinstance(found, str):
+            return self.decline(f"{reason}; {found}", diagnosis=self.remedy(), at=frame)
+        src, call, parameter, batch, loop_frame, made = found
+        old = src.code(call)
+        value = argument(call, 0, parameter)
+        assert value is not None
+        new = old.replace(src.code(value.value), batch, 1) if src.code(value.value) in old else f"... {batch} ..."
+        return Site(
+            pattern=self.ID,
+            file=str(src.path),
+            span=src.positions[call],
+            params={"parameter": parameter, "batch": batch},
+            summary=f"Changed {old} to {new}: the state must have the batch's own size ({expected[1]} here, {got[1]} given)",
+            applicability=self.APPLICABILITY,
+            evidence={"expected": expected, "got": got, "state_made_at": place(made), "batch": batch},
+            evidence_text=(f"{reason}; the state is made per batch at {place(made)} and the loop at "
+                           f"{place(loop_frame)} took a batch of {expected[1]}"),
+        )
+
+    @classmethod
+    def remedy(cls) -> str:
+        return ("Make the hidden state (num_layers * num_directions, batch, hidden_size) for every batch: "
+                "init_hidden(x.size(0)) with the batch's real size (the last batch may be smaller; "
+                "drop_last=True on the DataLoader keeps every batch full when the state is carried across "
+                "batches), and the module's own num_layers and hidden_size.")
+
+
+def _meaning(expected: Sequence[int], got: Sequence[int]) -> str:
+    if len(expected) != 3 or len(got) != 3:
+        return f"{len(got)}-D instead of 3-D (layers x directions, batch, hidden)"
+    names = ("layers x directions", "batch", "hidden size")
+    parts = [f"{name}: {e} expected, {g} given" for name, e, g in zip(names, expected, got, strict=True) if e != g]
+    return "; ".join(parts) or "same sizes"
+
+
+def _init_call(
+    failure: Failure, evidence: Evidence | None, sources: Sources, batch: int
+) -> tuple[Source, cst.Call, str, str, Frame, Frame] | str:
+    """The per-batch ``init_hidden(...)`` call of the loop that feeds the RNN, its parameter, and
+    the batch-size expression of the loop's own tensor; or why there is none."""
+    for frame in reversed(failure.frames):
+        if not frame.user or frame.function == "forward":
+            continue
+        src = source(sources, frame.file)
+        if src is None:
+            continue
+        loops = [n for n in src.around(frame.line, cst.For)]
+        if not loops:
+            continue
+        loop = loops[0]
+        assert isinstance(loop, cst.For)
+        calls = [
+            node for node in src.positions
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and _INIT_NAMES.match(node.func.attr.value) and src.positions[node].line <= frame.line
+        ]
+        inside = [c for c in calls if _within(src, c, loop)]
+        if not inside:
+            if calls:
+                made = Frame(file=str(src.path), line=src.line(calls[-1]), user=True)
+                return (f"the state is made once at {place(made)}, before the loop at {place(frame)}, and carried "
+                        "across batches: a batch of another size (the last one) cannot reuse it")
+            return "the state is not made by an init_hidden-style call in the loop that feeds the RNN"
+        call = inside[-1]
+        arg = argument(call, 0, "batch_size") or argument(call, 0, "bsz")
+        if arg is None:
+            return "the init_hidden call takes no batch size"
+        parameter = arg.keyword.value if arg.keyword is not None else "batch_size"
+        rebound = {e.name for e in events(_body(loop)) if e.kind == "bind"}
+        targets = [n for n in _loop_names(loop.target) if n not in rebound]  # a tensor reshaped in the body may differ
+        tensors = local_tensors(evidence, frame)
+        choices = []
+        for name in targets:
+            shape = shape_of(tensors[name]) if name in tensors else None
+            if not shape or len(shape) < 2:
+                continue
+            dims = [d for d in (0, 1) if shape[d] == batch]
+            if len(dims) == 1:
+                choices.append(f"{name}.size({dims[0]})")
+        if not choices:
+            return f"no tensor the loop takes has a single dimension of the batch's size {batch}"
+        made = Frame(file=str(src.path), line=src.line(call), user=True)
+        loop_frame = Frame(file=str(src.path), line=src.line(loop), user=True)
+        return src, call, parameter, choices[0], loop_frame, made
+    return "no loop of the project's own code feeds the RNN"
+
+
+def _within(src: Source, node: cst.CSTNode, loop: cst.For) -> bool:
+    inner, outer = src.positions[node], src.positions[loop.body]
+    return outer.line <= inner.line and inner.end_line <= outer.end_line
+
+
+def _loop_names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, cst.Tuple | cst.List):
+        names: list[str] = []
+        for element in target.elements:
+            names += _loop_names(element.value)
+        return names
+    return []
+
+
+def _body(loop: cst.For) -> Sequence[cst.BaseStatement]:
+    return loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()

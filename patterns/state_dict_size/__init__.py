@@ -1,0 +1,1 @@
+"""Pattern state-dict-size."""
