@@ -285,6 +285,13 @@ class RepairLoop:
             except SourceError as error:
                 declines.append(candidate.pattern.decline(str(error)))
                 continue
+            except Exception as error:  # noqa: BLE001 - a bug in one pattern never crashes the repair
+                declines.append(candidate.pattern.decline(
+                    f"the pattern failed while locating the fix ({type(error).__name__}: {error}); "
+                    "this is a bug in repairbot, please report it"
+                ))
+                self.notes.append(f"The {candidate.pattern.ID} pattern raised {type(error).__name__} and was skipped.")
+                continue
             if isinstance(found, Decline):
                 declines.append(found)
                 continue

@@ -241,3 +241,28 @@ def test_failure_key_ignores_numbers_and_line_shifts(script: Path) -> None:
     b = Failure("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x512 and 300x10)",
                 frames=(Frame("m.py", 12, "forward", "x = self.fc(x)", user=True),))
     assert failure_key(a) == failure_key(b)
+
+
+class Raises(Boom):
+    """A pattern with a bug: its locate raises."""
+
+    ID = "raises"
+
+    def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
+        return {}[match["name"]]  # type: ignore[no-any-return]
+
+
+def test_a_pattern_whose_locate_raises_is_a_decline_and_the_next_one_is_tried(script: Path) -> None:
+    result = loop(script, ScriptedRunner(script, booms(script)), patterns=(Raises(), Boom())).run()
+    assert (result.status, result.stop_reason) == (Status.FIXED, StopReason.PASSING)
+    first = result.attempts[0]
+    assert first.pattern == "boom"
+    assert [d.pattern for d in first.declines] == ["raises"]
+    assert "KeyError" in first.declines[0].reason
+    assert any("raises pattern raised KeyError" in note for note in result.notes)
+
+
+def test_only_a_raising_pattern_gives_up_without_a_traceback(script: Path) -> None:
+    result = loop(script, ScriptedRunner(script, booms(script)), patterns=(Raises(),)).run()
+    assert result.status is Status.GAVE_UP
+    assert result.attempts[0].declines[0].pattern == "raises"
