@@ -16,8 +16,10 @@ from repairbot.codemod import (
     is_torch_name,
     one_line,
     replace_arg_value,
+    walk,
 )
 from repairbot.evidence import Evidence, LinearTrace
+from repairbot.facts import Source, frame_at, local_tensors, reads, shape_of, shape_text, source
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Site
@@ -26,10 +28,20 @@ _SHAPES = r"\((?P<rows>\d+)x(?P<cols>\d+) and (?P<in_features>\d+)x(?P<out_featu
 
 
 class SetInFeatures(SiteTransformer):
-    """Replaces the value of the Linear call's ``in_features`` argument, nothing else."""
+    """Replaces the value of the Linear call's ``in_features`` argument, nothing else; or, for
+    a site of kind ``assign-flatten``, assigns a flatten whose result was thrown away."""
+
+    def leave_Expr(self, original_node: cst.Expr, updated_node: cst.Expr) -> cst.BaseSmallStatement:
+        if self.site.params.get("kind") != "assign-flatten" or not self.at_site(original_node):
+            return updated_node
+        self.changes += 1
+        name = str(self.site.params["name"])
+        return cst.Assign(
+            targets=[cst.AssignTarget(cst.Name(name))], value=updated_node.value, semicolon=updated_node.semicolon
+        )
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
+        if self.site.params.get("kind") == "assign-flatten" or not self.at_site(original_node):
             return updated_node
         target = argument(updated_node, 0, "in_features")
         if target is None:
@@ -47,7 +59,11 @@ class LinearInFeatures(Pattern):
     What it fixes:
         A fully connected layer declared for one input size and fed another, typically the
         first Linear after a flatten whose size was computed by hand for another image size
-        or channel count.
+        or channel count. A Linear that receives a conv/pool output of more than two dimensions
+        has a broken flatten, not a wrong ``in_features``: a flatten whose result is thrown
+        away (``x.flatten(1)`` alone on its line) is assigned (``x = x.flatten(1)``); a missing
+        flatten, or a ``view(-1, N)`` that folds the batch into rows, is diagnosed. Resizing
+        such a layer to the last dimension would make the rerun pass with a wrong model.
 
     Why it fails:
         ``RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x512 and 256x10)``: the input
@@ -127,6 +143,13 @@ class LinearInFeatures(Pattern):
         if site is None or not site.user:
             return self.decline("this nn.Linear was built outside the project's own code")
 
+        # A Linear fed a conv/pool output, or a batch folded into rows, has a broken flatten,
+        # not a wrong in_features: resizing it to the last dimension would make the rerun pass
+        # with a model that computes something else.
+        flatten = self._broken_flatten(failure, linear, evidence, sources)
+        if flatten is not None:
+            return flatten
+
         siblings = [lt for lt in _same_site(evidence, linear) if lt.input_shape and lt.input_shape[-1] != needed]
         if siblings:
             sizes = sorted({lt.input_shape[-1] for lt in siblings if lt.input_shape} | {needed})
@@ -187,6 +210,194 @@ class LinearInFeatures(Pattern):
                 f"Linear layers along the forward pass: {'; '.join(traced)}"
             ),
         )
+
+
+    def _broken_flatten(
+        self, failure: Failure, linear: LinearTrace, evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline | None:
+        """The fix or diagnosis of a flatten that is missing, thrown away or folds the batch;
+        None when the layer's input is a plain ``[batch, features]`` (or a sequence) one."""
+        shape = linear.input_shape
+        if not shape or linear.site is None:
+            return None
+        frame = failure.user_frame
+        src = source(sources, frame.file) if frame is not None else None
+        per_sample = math.prod(shape[1:])
+        where = f"{Path(linear.site.file).name}:{linear.site.line}"
+        layer = f"{linear.type}({linear.in_features}, {linear.out_features}) built at {where}"
+        evidence_of = {
+            "linear": {**linear.to_json(), "site": where},
+            "traced_input_shape": list(shape),
+        }
+        if len(shape) >= 3:
+            discarded = _discarded_flatten(src, frame.line) if src is not None and frame is not None else None
+            if discarded is not None:
+                statement, name = discarded
+                assert src is not None
+                return Site(
+                    pattern=self.ID,
+                    file=str(src.path),
+                    span=src.positions[statement],
+                    params={"kind": "assign-flatten", "name": name},
+                    summary=f"Assigned the flatten `{src.code(statement)}` (its result was thrown away) "
+                    f"so that the {layer} receives [batch, features]",
+                    applicability=self.APPLICABILITY,
+                    evidence={**evidence_of, "flatten": f"{src.path.name}:{src.line(statement)}"},
+                    evidence_text=(
+                        f"the {layer} received the {len(shape)}-D tensor {shape_text(shape)} (traced): "
+                        f"`{src.code(statement)}` at {src.path.name}:{src.line(statement)} computes the "
+                        f"flattened tensor and discards it, so `{name}` is still the feature map"
+                    ),
+                )
+            if len(shape) >= 4 or per_sample == linear.in_features:
+                matches = (
+                    f"; its in_features {linear.in_features} already is the flattened size of one sample"
+                    if per_sample == linear.in_features else
+                    f"; one sample flattens to {per_sample} features"
+                )
+                return self.decline(
+                    f"the {layer} receives the {len(shape)}-D tensor {shape_text(shape)}: the flatten "
+                    f"before it is missing, not in_features wrong (resizing it to the last "
+                    f"dimension, {shape[-1]}, would change what the model computes){matches}",
+                    diagnosis=(
+                        "Flatten the feature map before the layer: `x = x.flatten(1)` in forward, or "
+                        "`nn.Flatten()` before the Linear in an nn.Sequential"
+                        + ("" if per_sample == linear.in_features else f"; then its in_features must be {per_sample}")
+                        + "."
+                    ),
+                    at=frame,
+                )
+            return None
+        rows = shape[0]
+        batches = _batch_sizes(failure, evidence)
+        if not batches or rows in batches:
+            return None
+        fold = _folding_view(src, frame.line, shape[-1]) if src is not None and frame is not None else None
+        if fold is None:
+            return None
+        assert src is not None
+        batch = min(batches)
+        return self.decline(
+            f"the {layer} receives {shape_text(shape)} for a batch of {batch}: `{src.code(fold)}` at "
+            f"{src.path.name}:{src.line(fold)} folds the batch into rows; setting in_features to "
+            f"{shape[-1]} would only move the failure to the loss",
+            diagnosis=(
+                f"Keep the batch dimension at {src.path.name}:{src.line(fold)}: `.flatten(1)` or "
+                f"`.view(x.size(0), -1)` instead of a hard-coded size; one sample has "
+                f"{rows * shape[-1] // batch if rows * shape[-1] % batch == 0 else '?'} features, "
+                f"which the {linear.type}'s in_features ({linear.in_features}) must match "
+                "(see batch-size-mismatch)."
+            ),
+            at=frame_at(str(src.path), src.line(fold)),
+        )
+
+
+_FLATTENS = ("flatten", "view", "reshape")
+
+
+def _flatten_of(src: Source, node: cst.BaseExpression) -> str | None:
+    """``x`` of ``x.flatten(1)``, ``x.view(x.size(0), -1)``, ``x.reshape(...)``, ``torch.flatten(x, 1)``."""
+    if not isinstance(node, cst.Call):
+        return None
+    if src.is_call_of(node, "torch.flatten"):
+        first = node.args[0].value if node.args else None
+        return first.value if isinstance(first, cst.Name) else None
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _FLATTENS and isinstance(func.value, cst.Name):
+        return func.value.value
+    return None
+
+
+def _discarded_flatten(src: Source, line: int) -> tuple[cst.Expr, str] | None:
+    """A statement before ``line`` in its function that flattens a name and throws the result
+    away (``x.flatten(1)`` alone on its line), the name unbound again before ``line``, which reads it."""
+    statements = src.statements_of(line)
+    found: tuple[cst.Expr, str] | None = None
+    for statement in statements:
+        span = src.positions.get(statement)
+        if span is None or span.line >= line:
+            if span is not None and span.line <= line <= span.end_line and found is not None:
+                return found if found[1] in reads(statement) else None
+            continue
+        if not isinstance(statement, cst.SimpleStatementLine):
+            if found is not None and found[1] in _bound_names(statement):
+                found = None
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Expr) and (name := _flatten_of(src, small.value)) is not None:
+                found = (small, name)
+            elif found is not None and found[1] in _bound_names(small):
+                found = None
+    return None
+
+
+def _bound_names(node: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+    for child in walk(node):
+        if isinstance(child, cst.AssignTarget | cst.AugAssign | cst.AnnAssign):
+            target = child.target
+            if isinstance(target, cst.Name):
+                names.add(target.value)
+        elif isinstance(child, cst.For) and isinstance(child.target, cst.Name):
+            names.add(child.target.value)
+    return names
+
+
+def _folding_view(src: Source, line: int, columns: int) -> cst.Call | None:
+    """A ``t.view(-1, N)`` / ``t.reshape(-1, N)`` before ``line`` in its function, with N a
+    number (or product of numbers) equal to ``columns``: the flatten that decided the rows."""
+    for node, span in src.positions.items():
+        if not isinstance(node, cst.Call) or span.line > line or not isinstance(node.func, cst.Attribute):
+            continue
+        if node.func.attr.value not in ("view", "reshape") or src.statements_of(span.line) != src.statements_of(line):
+            continue
+        args = [a.value for a in node.args if a.keyword is None and not a.star]
+        if len(args) != 2 or _integer(args[0]) != -1:
+            continue
+        if _integer(args[1]) == columns:
+            return node
+    return None
+
+
+def _integer(node: cst.BaseExpression) -> int | None:
+    """The value of an integer expression without names (``-1``, ``16 * 5 * 5``)."""
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = _integer(node.expression)
+        return -inner if inner is not None else None
+    if isinstance(node, cst.BinaryOperation):
+        left, right = _integer(node.left), _integer(node.right)
+        if left is None or right is None:
+            return None
+        if isinstance(node.operator, cst.Multiply):
+            return left * right
+        if isinstance(node.operator, cst.Add):
+            return left + right
+        if isinstance(node.operator, cst.Subtract):
+            return left - right
+        if isinstance(node.operator, cst.FloorDivide) and right:
+            return left // right
+    return None
+
+
+def _batch_sizes(failure: Failure, evidence: Evidence | None) -> set[int]:
+    """The batch sizes the run showed: the forced one, and the first dimension of the batched
+    tensors (2-D or more) in the user frames that called the model (not the innermost one)."""
+    sizes: set[int] = set()
+    if evidence is None:
+        return sizes
+    if evidence.limits.get("forced"):
+        size = evidence.limits.get("batch_size")
+        if isinstance(size, int) and size > 0:
+            sizes.add(size)
+    user = [frame for frame in failure.frames if frame.user]
+    for frame in user[:-1]:
+        for tensor in local_tensors(evidence, frame).values():
+            shape = shape_of(tensor)
+            if shape and len(shape) >= 2 and shape[0] > 0:
+                sizes.add(shape[0])
+    return sizes
 
 
 def _same_site(evidence: Evidence | None, linear: LinearTrace) -> list[LinearTrace]:
