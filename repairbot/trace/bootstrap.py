@@ -760,6 +760,10 @@ def _int_scope(frame, roots):
     for name, value in list(frame.f_locals.items()):
         if type(value) is int and len(scope) < 60:
             scope[name] = value
+    if frame.f_globals is not frame.f_locals:  # module-level sizes (``n_hidden = 128``)
+        for name, value in list(frame.f_globals.items()):
+            if type(value) is int and not name.startswith("__") and name not in scope and len(scope) < 90:
+                scope[name] = value
     for root in roots:
         obj = frame.f_locals.get(root, frame.f_globals.get(root, _MISSING))
         if obj is _MISSING or isinstance(obj, (types.ModuleType, type)):
