@@ -517,7 +517,7 @@ def _candidates(
     same.sort(key=lambda k: (k.split(".")[0].split("[")[0] not in roots, "." in k or "[" in k, k))
     for name in same[:3]:
         found.append(replace_here(
-            "name in scope", name, Applicability.SAFE if len(same) == 1 else Applicability.UNSAFE,
+            "factor dropped" if _key(name) in _key(code) else "name in scope", name, Applicability.SAFE if len(same) == 1 else Applicability.UNSAFE,
             () if len(same) == 1 else (f"{', '.join(same)} all have the traced value {needed}; "
                                        f"`{name}` was the first that the rerun verified",),
         ))
@@ -528,10 +528,16 @@ def _candidates(
             if value_of(operand) == needed and not is_literal(operand):
                 found.append(replace_here("factor dropped", module.code_for_node(operand)))
     wrapped = f"({code})" if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, cst.Multiply) else code
+    # A factor is added first when the file already writes that product (the sibling layer's
+    # `4 * cfg["emb_dim"]`); a factor the code never writes comes after the sizes in scope.
+    factors: list[str] = []
     if linear.in_features > 0 and needed % linear.in_features == 0 and 2 <= needed // linear.in_features <= 16:
-        found.append(replace_here("factor added", f"{needed // linear.in_features} * {wrapped}"))
+        factors.append(f"{needed // linear.in_features} * {wrapped}")
     if needed > 0 and linear.in_features % needed == 0 and 2 <= linear.in_features // needed <= 16:
-        found.append(replace_here("factor added", f"{wrapped} // {linear.in_features // needed}"))
+        factors.append(f"{wrapped} // {linear.in_features // needed}")
+    written_code = _key(module.code)
+    found += [replace_here("factor added", text) for text in factors if _key(text) in written_code]
+    unwritten = [text for text in factors if _key(text) not in written_code]
 
     # a product of sizes in scope, those the expression already reads first
     scope = [(k, v) for k, v in (layer.scope.items() if layer else ()) if v > 1]
@@ -543,7 +549,21 @@ def _candidates(
             if va * vb == needed:
                 products.append(f"{a} * {b}")
     products.sort(key=lambda text: not any(r in text for r in roots))
-    found += [replace_here("product of sizes in scope", text) for text in products[:3]]
+    seen: set[frozenset[str]] = set()
+    distinct: list[str] = []
+    for text in products:
+        factors_of = frozenset(part.strip().removeprefix("self.") for part in text.split(" * "))
+        if factors_of not in seen:
+            seen.add(factors_of)
+            distinct.append(text)
+    ambiguous = (f"{len(distinct)} products of sizes in scope give {needed}: {', '.join(distinct[:4])}",)
+    found += [
+        replace_here("product of sizes in scope", text, *((Applicability.SAFE, ()) if len(distinct) == 1
+                                                          else (Applicability.UNSAFE, ambiguous)))
+        for text in distinct[:3]
+    ]
+    found += [replace_here("factor added", text, Applicability.UNSAFE,
+                           (f"the factor in `{text}` is written nowhere else in the file",)) for text in unwritten]
 
     found += late
     found.append(replace_here(
