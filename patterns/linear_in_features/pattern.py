@@ -384,32 +384,10 @@ def _folding_view(src: Source, line: int, columns: int) -> cst.Call | None:
         if node.func.attr.value not in ("view", "reshape") or src.statements_of(span.line) != src.statements_of(line):
             continue
         args = [a.value for a in node.args if a.keyword is None and not a.star]
-        if len(args) != 2 or _integer(args[0]) != -1:
+        if len(args) != 2 or integer_value(args[0]) != -1:
             continue
-        if _integer(args[1]) == columns:
+        if integer_value(args[1]) == columns:
             return node
-    return None
-
-
-def _integer(node: cst.BaseExpression) -> int | None:
-    """The value of an integer expression without names (``-1``, ``16 * 5 * 5``)."""
-    if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        inner = _integer(node.expression)
-        return -inner if inner is not None else None
-    if isinstance(node, cst.BinaryOperation):
-        left, right = _integer(node.left), _integer(node.right)
-        if left is None or right is None:
-            return None
-        if isinstance(node.operator, cst.Multiply):
-            return left * right
-        if isinstance(node.operator, cst.Add):
-            return left + right
-        if isinstance(node.operator, cst.Subtract):
-            return left - right
-        if isinstance(node.operator, cst.FloorDivide) and right:
-            return left // right
     return None
 
 
