@@ -1883,6 +1883,9 @@ def _describe(value, torch):
                     "devices": sorted(devices), "site": _short_site(site)}
         if isinstance(value, torch.device):
             return {"kind": "device", "value": str(value)}
+        if type(value) in (list, tuple) and value and isinstance(value[-1], torch.Tensor):
+            # a list of tensors (losses appended per step): what its elements are
+            return {"kind": "tensor-list", "length": len(value), "element": _describe(value[-1], torch)}
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
