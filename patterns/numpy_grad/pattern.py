@@ -437,15 +437,16 @@ def _list_fills(
             n for n in _descendants(scope_node)
             if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name) and n.target.value == name
         ]
-        if len(fills) != 1 or rebinds or fills[0].func.attr.value != "append" or len(fills[0].args) != 1:  # type: ignore[union-attr]
+        fill = fills[0] if len(fills) == 1 else None
+        if fill is None or rebinds or not _is_method_call(fill, "append") or len(fill.args) != 1:
             continue
-        value = fills[0].args[0].value
+        value = fill.args[0].value
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "item":
             continue
         edits.append(_Edit(
             mode="item", span=positions[value], code=one_line(module, value), detach=False, cpu=False,
             traced={"name": name, **element, "list_length": traced.get("length")},
-            before=one_line(module, fills[0]), after=f"{name}.append({one_line(module, method_call(value, 'item'))})",
+            before=one_line(module, fill), after=f"{name}.append({one_line(module, method_call(value, 'item'))})",
         ))
     return edits
 
