@@ -28,6 +28,7 @@ class LinearTrace:
     site: Frame | None
     input_shape: tuple[int, ...] | None
     calls: int
+    layer_site: int | None = None  # index into Evidence.layer_sites
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -38,6 +39,64 @@ class LinearTrace:
             "input_shape": list(self.input_shape) if self.input_shape is not None else None,
             "calls": self.calls,
         }
+
+
+@dataclass(frozen=True)
+class PassedArgument:
+    """One step of a size's way into a layer: the argument given for ``param`` of an
+    ``__init__`` at the constructor's call site (``where``: the argument expression's span)."""
+
+    param: str
+    expr: str
+    value: Any
+    where: Frame
+    values: Mapping[str, Any] = field(default_factory=dict)  # its names' traced values
+
+
+@dataclass(frozen=True)
+class LayerSite:
+    """Where one sized layer (any kind: Linear, Conv*d, LSTM, Embedding, a norm...) was built.
+
+    ``args`` and ``exprs``: its size arguments by name (``in_features``, ``in_channels``,
+    ``input_size``...), the built value and the source text; ``values``: the traced value of
+    every name, attribute chain and constant subscript of those expressions, evaluated in the
+    constructing frame without running code; ``scope``: the whole numbers in scope there
+    (locals, and the plain attributes of the objects the arguments read: ``self.seq_len``,
+    ``cfg.emb``, ``cfg["emb_dim"]``); ``chain``: for ``__init__`` parameters, the arguments at
+    the constructor's call sites, outermost last.
+    """
+
+    index: int
+    type: str
+    site: Frame | None
+    args: Mapping[str, Any] = field(default_factory=dict)
+    exprs: Mapping[str, str] = field(default_factory=dict)
+    values: Mapping[str, Any] = field(default_factory=dict)
+    scope: Mapping[str, int] = field(default_factory=dict)
+    chain: tuple[PassedArgument, ...] = ()
+
+
+def _layer_site_from_json(index: int, raw: Mapping[str, Any]) -> LayerSite:
+    def value_map(items: Any) -> dict[str, Any]:
+        return {str(v["expr"]): v.get("value") for v in items or () if isinstance(v, Mapping) and "expr" in v}
+
+    chain = tuple(
+        PassedArgument(
+            param=str(step.get("param", "")), expr=str(step.get("expr") or ""), value=step.get("value"),
+            where=frame_from_json(step), values=value_map(step.get("values")),
+        )
+        for step in raw.get("chain") or () if isinstance(step, Mapping)
+    )
+    return LayerSite(
+        index=int(raw.get("index", index)),
+        type=str(raw.get("type", "")),
+        site=frame_from_json(raw["site"]) if raw.get("site") else None,
+        args=dict(raw.get("args") or {}),
+        exprs={str(k): str(v) for k, v in (raw.get("exprs") or {}).items() if v is not None},
+        values=value_map(raw.get("values")),
+        scope={str(k): v for k, v in (raw.get("scope") or {}).items() if type(v) is int},
+        chain=chain,
+    )
 
 
 @dataclass(frozen=True)
@@ -52,6 +111,7 @@ class Evidence:
     failing_linear: int | None = None
     failing_module: Mapping[str, Any] | None = None
     linears: tuple[LinearTrace, ...] = ()
+    layer_sites: tuple[LayerSite, ...] = ()
     limits: Mapping[str, Any] = field(default_factory=dict)
     progress: tuple[int, ...] = ()
     imported_files: tuple[str, ...] = ()
@@ -75,6 +135,11 @@ class Evidence:
         if self.failing_linear is None or not 0 <= self.failing_linear < len(self.linears):
             return None
         return self.linears[self.failing_linear]
+
+    def layer_site(self, linear: LinearTrace) -> LayerSite | None:
+        """The construction record of a traced Linear, when the run made one."""
+        index = linear.layer_site
+        return self.layer_sites[index] if index is not None and 0 <= index < len(self.layer_sites) else None
 
     @property
     def forced(self) -> tuple[str, ...]:
@@ -199,6 +264,13 @@ def evidence_from_json(data: Mapping[str, Any], root: Path | None = None) -> Evi
         scopes={index: rebase_scope(scope) for index, scope in evidence.scopes.items()},
         failing_module=rebase_description(evidence.failing_module) if evidence.failing_module else None,
         linears=tuple(replace(lt, site=rebase(lt.site) if lt.site else None) for lt in evidence.linears),
+        layer_sites=tuple(
+            replace(
+                ls, site=rebase(ls.site) if ls.site else None,
+                chain=tuple(replace(step, where=rebase(step.where)) for step in ls.chain),
+            )
+            for ls in evidence.layer_sites
+        ),
         stopped_at=rebase(evidence.stopped_at) if evidence.stopped_at else None,
         health=tuple(
             replace(h, file=rebase(Frame(file=h.file, line=0)).file) if h.file else h for h in evidence.health
@@ -230,8 +302,12 @@ def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
             site=frame_from_json(raw["site"]) if raw.get("site") else None,
             input_shape=_shape(raw.get("input_shape")),
             calls=int(raw.get("calls") or 0),
+            layer_site=raw.get("layer_site") if type(raw.get("layer_site")) is int else None,
         )
         for i, raw in enumerate(data.get("linears", ()))
+    )
+    layer_sites = tuple(
+        _layer_site_from_json(i, raw) for i, raw in enumerate(data.get("layer_sites") or ()) if isinstance(raw, Mapping)
     )
     files = data.get("files") or {}
     stopped = data.get("stopped_at")
@@ -243,6 +319,7 @@ def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
         failing_linear=failing_linear,
         failing_module=failing_module,
         linears=linears,
+        layer_sites=layer_sites,
         limits=data.get("limits") or {},
         progress=tuple(data.get("progress") or ()),
         imported_files=tuple(data.get("imported_files", ())),

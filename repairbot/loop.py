@@ -157,6 +157,8 @@ class RepairLoop:
         run = self._run(self.overlay, why="the script as it is")
         confirmed: set[tuple[str, ...] | None] = set()
         excluded: set[tuple[str, str]] = set()  # (pattern, file:line) sites that made things worse
+        # The next candidates of the last located fix, tried in order when its rerun fails
+        pending: list[tuple[Candidate, Site]] = []
 
         while True:
             if run.passed:
@@ -191,12 +193,18 @@ class RepairLoop:
                 return self._result(Status.GAVE_UP, StopReason.MAX_ATTEMPTS, attempts, run, failure)
 
             started = time.monotonic()
-            evidence = self._evidence_for(run, ranked, key)
-            found = self._locate(failure, ranked, evidence, excluded)
+            found: tuple[Candidate, Site, bytes, list[Decline]] | list[Decline] | None = (
+                self._next_candidate(pending) if pending else None
+            )
+            if found is None:
+                evidence = self._evidence_for(run, ranked, key)
+                found = self._locate(failure, ranked, evidence, excluded)
+                if isinstance(found, tuple):
+                    pending = [(found[0], alternative) for alternative in found[1].alternatives]
             if isinstance(found, tuple):
                 candidate, site, new_bytes, declines = found
             else:
-                declines = found
+                declines = found or []
                 attempts.append(self._attempt_without_fix(len(attempts) + 1, failure, ranked, run.evidence, declines))
                 return self._result(Status.GAVE_UP, self._stop_reason(failure, ranked, declines), attempts, run, failure)
 
@@ -218,6 +226,14 @@ class RepairLoop:
                 applied=keep,
             )
             attempts.append(attempt)
+            if not keep and pending and rerun.status is not RunStatus.TIMEOUT:
+                self.notes.append(
+                    f"The {site.pattern} fix ({site.evidence.get('candidate', 'first candidate')}) was discarded: "
+                    f"its rerun failed ({rerun.failure.headline if rerun.failure else 'no failure recorded'}); "
+                    "the next candidate was tried."
+                )
+                continue
+            pending = [] if keep else pending
             if outcome is Outcome.FAILED_SAME:
                 self.notes.append(f"The {site.pattern} fix was discarded: the same error came back.")
                 return self._result(Status.GAVE_UP, StopReason.SAME_ERROR, attempts, run, failure)
@@ -260,6 +276,21 @@ class RepairLoop:
         )
         return run.evidence
 
+    def _next_candidate(self, pending: list[tuple[Candidate, Site]]) -> tuple[Candidate, Site, bytes, list[Decline]] | None:
+        """The next of a located fix's other candidates whose rewrite applies (popped from
+        ``pending``); None when none is left."""
+        while pending:
+            candidate, site = pending.pop(0)
+            if self.options.safe_only and site.applicability is not Applicability.SAFE:
+                continue
+            if not self._inside_root(Path(site.file)):
+                continue
+            try:
+                return candidate, site, self._transform(candidate.pattern, site), []
+            except (TransformError, SourceError, cst.ParserSyntaxError):
+                continue
+        return None
+
     def _may_be_artefact(self, run: RunResult, ranked: Sequence[Candidate]) -> bool:
         """A failure that the forced batch size may have caused, so it must be confirmed first."""
         evidence = run.evidence
@@ -284,6 +315,13 @@ class RepairLoop:
                 found = candidate.pattern.locate(candidate.failure, candidate.match, evidence, self.sources)
             except SourceError as error:
                 declines.append(candidate.pattern.decline(str(error)))
+                continue
+            except Exception as error:  # a bug in one pattern never crashes the repair
+                declines.append(candidate.pattern.decline(
+                    f"the pattern failed while locating the fix ({type(error).__name__}: {error}); "
+                    "this is a bug in repairbot, please report it"
+                ))
+                self.notes.append(f"The {candidate.pattern.ID} pattern raised {type(error).__name__} and was skipped.")
                 continue
             if isinstance(found, Decline):
                 declines.append(found)

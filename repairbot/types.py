@@ -138,6 +138,8 @@ class Site:
     notes: tuple[str, ...] = ()  # caveats for the report
     # Other places in the same file the fix may touch (a device line it introduces, say).
     extra_spans: tuple[Span, ...] = ()
+    # Next candidates for the same failure, tried in order when this one's rerun fails.
+    alternatives: tuple[Site, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,10 @@ with generated input (hypothesis, and hypothesmith for generated programs).
    module or of a case's file, either refuses (``TransformError``) or leaves a module that parses.
 3. The lint engine over generated programs and over mutations of the rules' own INVALID examples
    never crashes, every fixed output parses, and fixing the fixed output changes nothing.
+4. Every pattern's ``locate``, fed each case's recorded evidence mutated (values zeroed, made
+   negative or huge, strings cut, lists truncated or emptied, keys dropped), the failure's
+   numbers zeroed or randomised, or no evidence at all, answers a Site or a Decline and never
+   raises (issue 14 §6; the loop also turns any exception into a decline).
 
 Reproducible: examples are derandomized and nothing is stored between runs. The defaults keep
 the file well under a minute on one core; ``REPAIRBOT_FUZZ_EXAMPLES=2000`` runs every property
@@ -23,7 +27,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import json
 import os
+import random
+import re
 import subprocess
 import warnings
 from collections.abc import Mapping, Sequence
@@ -40,12 +47,13 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from repairbot import registry
 from repairbot.classify import Classification, classify_log
+from repairbot.evidence import evidence_from_json
 from repairbot.lint.engine import FixLevel, lint_bytes
 from repairbot.lint.registry import all_rules
 from repairbot.pattern import Pattern, TransformError, span_of
 from repairbot.sources import SourceError, Sources, line_endings, parse
 from repairbot.tracebacks import is_user_path, parse_log, strip_noise, worker_frames
-from repairbot.types import Failure, Site, Span
+from repairbot.types import Decline, Failure, Site, Span
 from tests.support import PYTHON, ROOT, PatternCase
 from tests.test_pattern_cases import CASES, _locate, _pattern, _relative
 from tests.test_tracebacks import SPECIMENS, read_specimen
@@ -678,3 +686,107 @@ def mutated_examples(draw: st.DrawFn) -> bytes:
 def test_lint_on_mutated_invalid_examples(data: bytes) -> None:
     check_lint(data)
 
+
+
+# --------------------------------------------------------------------------------------------
+# 4. locate never raises, on any evidence
+# --------------------------------------------------------------------------------------------
+
+_DIGITS = re.compile(r"\d+")
+
+
+def mutate_json(value: Any, rng: random.Random, rate: float) -> Any:
+    """``value`` with some leaves zeroed, negated, enlarged, cut or dropped (``rate`` of them)."""
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if rng.random() < rate / 3:
+                continue  # a key the harness did not write
+            out[key] = mutate_json(item, rng, rate)
+        return out
+    if isinstance(value, list):
+        items = [mutate_json(item, rng, rate) for item in value]
+        if rng.random() < rate:
+            items = items[: rng.randrange(len(items) + 1)] if items else items
+        return items
+    if rng.random() >= rate:
+        return value
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return rng.choice([0, 0, -1, 1, value + 1, value * 1000, -value])
+    if isinstance(value, float):
+        return rng.choice([0.0, -0.0, float("nan"), float("inf"), -value])
+    if isinstance(value, str):
+        return rng.choice(["", value[: rng.randrange(len(value) + 1)], _DIGITS.sub("0", value)])
+    return value
+
+
+def _case_data(case: PatternCase) -> dict[str, Any]:
+    return json.loads((case.folder / "evidence.json").read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _case_sources(case_id: str) -> Sources:
+    return Sources()
+
+
+def _locate_mutated(case: PatternCase, data: Mapping[str, Any], message: str | None) -> None:
+    try:
+        evidence = evidence_from_json(data, root=case.before.resolve())
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return  # evidence the parent could not read is never handed to a pattern
+    pattern = _pattern(case)
+    failure = evidence.failure
+    if failure is None:
+        return
+    if message is not None:
+        failure = dataclasses.replace(failure, message=message)
+        evidence = dataclasses.replace(evidence, failure=failure)
+    match = pattern.match(failure)
+    if match is None:
+        return
+    for given_evidence in (evidence, None):
+        try:
+            found = pattern.locate(failure, match, given_evidence, _case_sources(case.id))
+        except SourceError:
+            continue  # a file that cannot be read: the loop reports it as a decline
+        assert isinstance(found, Site | Decline), f"{pattern.ID}.locate returned {found!r}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_locate_never_raises_on_mutated_evidence(case: PatternCase) -> None:
+    original = _case_data(case)
+
+    @fuzz(6, deadline_s=5.0, cap=500)
+    @given(st.randoms(use_true_random=False), st.sampled_from([0.05, 0.2, 0.6]), st.sampled_from(["keep", "zero", "random"]))
+    def check(rng: random.Random, rate: float, numbers: str) -> None:
+        data = mutate_json(original, rng, rate)
+        data["schema"] = original.get("schema")
+        message = None
+        raw = (original.get("exception") or {}).get("message")
+        if isinstance(raw, str) and numbers != "keep":
+            message = _DIGITS.sub(lambda m: "0" if numbers == "zero" else str(rng.randrange(0, 5)), raw)
+        _locate_mutated(case, data, message)
+
+    check()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_locate_never_raises_on_zeroed_evidence(case: PatternCase) -> None:
+    """Every number of the evidence and of the message 0: the ZeroDivisionError of issue 14."""
+    original = _case_data(case)
+
+    def zero(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: zero(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [zero(v) for v in value]
+        if isinstance(value, int) and not isinstance(value, bool):
+            return 0
+        return value
+
+    data = zero(original)
+    raw = (original.get("exception") or {}).get("message")
+    _locate_mutated(case, data, _DIGITS.sub("0", raw) if isinstance(raw, str) else None)
+    _locate_mutated(case, original, _DIGITS.sub("0", raw) if isinstance(raw, str) else None)

@@ -481,3 +481,60 @@ def test_a_forked_run_behaves_as_a_fresh_process(tmp_path: Path) -> None:
     assert outputs["fresh"] == outputs["warm"]
     # every run seeds Python's and torch's generators afresh, as a new interpreter does
     assert len(set(randoms)) == 3
+
+
+def test_layer_sites_record_traced_size_values_and_the_call_chain(tmp_path: Path) -> None:
+    """Every sized layer kind, one record type: the traced values of the names, attribute
+    chains and constant subscripts of its size arguments, the sizes in scope, and the
+    constructor call sites an ``__init__`` parameter came through (issue 14 §1)."""
+    script = write(tmp_path / "train.py", """
+        from dataclasses import dataclass
+        import torch, torch.nn as nn
+
+        @dataclass
+        class Cfg:
+            emb: int = 16
+            hidden_dim: int = 32
+
+            @property
+            def exploding(self):
+                raise RuntimeError("a property must never run")
+
+        GPT = {"emb_dim": 24, "vocab": 50}
+
+        class Head(nn.Module):
+            def __init__(self, in_dim, cfg, n=3):
+                super().__init__()
+                self.seq_len = 4
+                self.fc = nn.Linear(in_dim, 1)
+                self.fc2 = nn.Linear(self.seq_len * cfg.emb, GPT["emb_dim"])
+                self.rnn = nn.LSTM(cfg.hidden_dim, 8, batch_first=True)
+                self.conv = nn.Conv2d(n, 4, 3)
+                self.norm = nn.LayerNorm(cfg.emb)
+
+        class Model(nn.Module):
+            def __init__(self, in_dim, cfg):
+                super().__init__()
+                self.head = Head(in_dim, cfg=cfg)
+
+        model = Model(in_dim=7, cfg=Cfg())
+        emb = nn.Embedding(GPT["vocab"], GPT["emb_dim"])
+        model.head.fc(torch.randn(2, 5))
+    """)
+    result = run(tmp_path, script)
+    assert result.status is RunStatus.FAILED
+    sites = result.evidence.layer_sites
+    assert [s.type for s in sites] == ["Linear", "Linear", "LSTM", "Conv2d", "LayerNorm", "Embedding"]
+    fc, fc2, rnn, conv, norm, emb = sites
+    assert fc.exprs == {"in_features": "in_dim", "out_features": "1"} and fc.args["in_features"] == 7
+    assert [(step.param, step.expr, step.value, step.where.line, step.where.col) for step in fc.chain] == [
+        ("in_dim", "in_dim", 7, 28, 25), ("in_dim", "7", 7, 30, 21),
+    ]
+    assert fc2.values == {"self.seq_len": 4, "cfg.emb": 16, 'GPT["emb_dim"]': 24}
+    assert fc2.scope["cfg.hidden_dim"] == 32 and fc2.scope["self.seq_len"] == 4 and "cfg.exploding" not in fc2.scope
+    assert rnn.args == {"input_size": 32, "hidden_size": 8} and rnn.values == {"cfg.hidden_dim": 32}
+    assert conv.exprs["in_channels"] == "n" and conv.values == {"n": 3}
+    assert norm.values == {"cfg.emb": 16}
+    assert emb.values == {'GPT["vocab"]': 50, 'GPT["emb_dim"]': 24}
+    linear = result.evidence.linear
+    assert linear is not None and result.evidence.layer_site(linear) == fc

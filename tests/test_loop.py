@@ -241,3 +241,67 @@ def test_failure_key_ignores_numbers_and_line_shifts(script: Path) -> None:
     b = Failure("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x512 and 300x10)",
                 frames=(Frame("m.py", 12, "forward", "x = self.fc(x)", user=True),))
     assert failure_key(a) == failure_key(b)
+
+
+class Raises(Boom):
+    """A pattern with a bug: its locate raises."""
+
+    ID = "raises"
+
+    def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
+        return {}[match["name"]]  # type: ignore[no-any-return]
+
+
+def test_a_pattern_whose_locate_raises_is_a_decline_and_the_next_one_is_tried(script: Path) -> None:
+    result = loop(script, ScriptedRunner(script, booms(script)), patterns=(Raises(), Boom())).run()
+    assert (result.status, result.stop_reason) == (Status.FIXED, StopReason.PASSING)
+    first = result.attempts[0]
+    assert first.pattern == "boom"
+    assert [d.pattern for d in first.declines] == ["raises"]
+    assert "KeyError" in first.declines[0].reason
+    assert any("raises pattern raised KeyError" in note for note in result.notes)
+
+
+def test_only_a_raising_pattern_gives_up_without_a_traceback(script: Path) -> None:
+    result = loop(script, ScriptedRunner(script, booms(script)), patterns=(Raises(),)).run()
+    assert result.status is Status.GAVE_UP
+    assert result.attempts[0].declines[0].pattern == "raises"
+
+
+class Candidates(Boom):
+    """Offers a wrong replacement first, then the right one as an alternative."""
+
+    ID = "candidates"
+
+    def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
+        found = super().locate(failure, match, evidence, sources)
+        if isinstance(found, Decline) or match["name"] != "boom1":
+            return found
+        wrong = Site(**{**found.__dict__, "params": {"value": "bad"}, "evidence": {"candidate": "first"}})
+        return Site(**{**wrong.__dict__, "alternatives": (found,)})
+
+
+def test_a_candidate_whose_rerun_fails_is_discarded_and_the_next_is_tried(script: Path) -> None:
+    def behave(source: str, request: RunRequest) -> RunResult:
+        if '"bad"' in source:
+            return failed(script, "BoomError", "boom1", 1, (0, 0, 1))
+        return booms(script)(source, request)
+
+    result = loop(script, ScriptedRunner(script, behave), patterns=(Candidates(),)).run()
+    assert (result.status, result.stop_reason) == (Status.FIXED, StopReason.PASSING)
+    assert [(a.outcome, a.applied) for a in result.attempts] == [
+        (Outcome.FAILED_SAME, False), (Outcome.FAILED_OTHER, True), (Outcome.PASSED, True),
+    ]
+    assert any("(first) was discarded" in note and "next candidate" in note for note in result.notes)
+    assert result.verified[script].decode() == 'a = "ok"\nb = "ok"\nprint(a, b)\n'
+
+
+def test_candidates_stay_within_the_attempt_budget(script: Path) -> None:
+    def behave(source: str, request: RunRequest) -> RunResult:
+        if '"bad"' in source:
+            return failed(script, "BoomError", "boom1", 1, (0, 0, 1))
+        return booms(script)(source, request)
+
+    result = loop(script, ScriptedRunner(script, behave), patterns=(Candidates(),), max_attempts=1).run()
+    assert result.status is Status.GAVE_UP
+    assert len(result.attempts) == 1

@@ -99,7 +99,7 @@ class BatchSizeMismatch(Pattern):
         sequences = self._sequences(evidence, frame, rows, targets)
         if sequences is not None:
             return sequences
-        if frame is not None and max(rows, targets) % min(rows, targets) == 0 and min(rows, targets) > 0:
+        if frame is not None and min(rows, targets) > 0 and max(rows, targets) % min(rows, targets) == 0:
             return self._merged_samples(evidence, sources, frame, rows, targets)
         return self.decline(
             f"the loss received {rows} rows of predictions for {targets} targets", diagnosis=self.REMEDY, at=frame
@@ -110,7 +110,8 @@ class BatchSizeMismatch(Pattern):
         tensors = local_tensors(evidence, frame)
         scores = [
             (name, t) for name, t in tensors.items()
-            if _is_float(t) and len(shape_of(t) or ()) >= 3 and numel(t) // (shape_of(t) or [1])[-1] == rows
+            if _is_float(t) and len(shape_of(t) or ()) >= 3 and (shape_of(t) or [0])[-1] > 0
+        and numel(t) // (shape_of(t) or [1])[-1] == rows
         ]
         labels = [
             (name, t) for name, t in tensors.items()

@@ -23,6 +23,7 @@ from repairbot.codemod import ImportTable, is_torch_name, one_line, quote_of, sp
 from repairbot.evidence import Evidence
 from repairbot.facts import place
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.provenance import bound_once
 from repairbot.sources import SourceError, Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -145,7 +146,13 @@ class CudaUnavailable(Pattern):
         reached is found from the traced columns of each user frame, innermost first (the
         failing call itself, or the definition of the device it reads: a variable, an argparse
         option, a config key, through up to three assignments); every other hard-coded site of
-        that file is rewritten in the same edit.
+        that file is rewritten in the same edit. Where the script already has its own switch
+        (``device = torch.device("cuda" if use_cuda else "cpu")``, ``args.cuda``), that one
+        switch is gated on ``torch.cuda.is_available()`` where it is written (``use_cuda = not
+        args.no_cuda and torch.cuda.is_available()``), or at the choice for an option read as
+        it is, instead of rewriting every ``.to(device)``; a switch that already asks for
+        availability (``args.force_cuda or torch.cuda.is_available()``) is the user's choice
+        and is left alone.
 
     Fix safety:
         Safe when every site is made device-agnostic where it is written: on a GPU machine the
@@ -197,12 +204,72 @@ class CudaUnavailable(Pattern):
             linked = view.link(frame, evidence)
             if linked is not None:
                 return self._fix(view, frame, linked, failure, evidence, sources)
+        for frame in frames:
+            view = files.get(Path(frame.file))
+            switch = self._gate_switch(view, frame) if view is not None else None
+            if switch is not None:
+                return switch
         failing = frames[0]
         shown = one_line_at(files.get(Path(failing.file)), failing)
         return self.decline(
             f"{shown} at {place(failing)} needs a GPU, and no hard-coded CUDA device of the project's code leads "
             "there (the device comes from elsewhere, or the call needs a GPU whatever the device)"
         )
+
+    def _gate_switch(self, view: _File, frame: Frame) -> Site | None:
+        """A device chosen by the script's own switch (``torch.device("cuda" if use_cuda else
+        "cpu")``) that never asks whether CUDA is there: that one switch is gated on
+        ``torch.cuda.is_available()`` where it is written (``use_cuda = not args.no_cuda`` ->
+        ``use_cuda = not args.no_cuda and torch.cuda.is_available()``), or at the choice itself
+        when the switch is an option read as it is (``args.cuda``)."""
+        expression = view._expression(frame)
+        if expression is None or view.torch is None:
+            return None
+        owner = view._owner(expression)
+        for name in dict.fromkeys(n.value for n in walk(expression) if isinstance(n, cst.Name)):
+            value = bound_once(owner, name)
+            choice = _cuda_choice(value) if value is not None else None
+            if choice is None or value is None:
+                continue
+            test = choice.test
+            target: cst.BaseExpression = test
+            kind = "the device choice"
+            if isinstance(test, cst.Name):
+                written = bound_once(owner, test.value)
+                if written is not None and not isinstance(written, cst.Name) and written in view.positions:
+                    target, kind = written, f"`{test.value}`, where it is written"
+            if target not in view.positions or "is_available" in view.module.code_for_node(target):
+                continue
+            code = view.module.code_for_node(target)
+            available = f"{view.torch}.cuda.is_available()"
+            if isinstance(target, cst.Name) and target.value == "True":
+                new = available
+            elif isinstance(target, cst.BooleanOperation | cst.IfExp | cst.Lambda | cst.NamedExpr):
+                new = f"({code}) and {available}"
+            else:
+                new = f"{code} and {available}"
+            span = view.positions[target]
+            return Site(
+                pattern=self.ID,
+                file=str(view.path),
+                span=span,
+                params={"edits": [{"span": [span.line, span.col, span.end_line, span.end_col],
+                                   "node": type(target).__name__, "kind": "gate", "code": new}]},
+                summary=(
+                    f"Gated the script's CUDA switch on {available} at {view.path.name}:{span.line} ({kind}): "
+                    f"`{one_line(view.module, target)}` -> `{new}`, so `{one_line(view.module, value)}` picks the CPU "
+                    "on a machine without CUDA"
+                ),
+                applicability=Applicability.SAFE,
+                evidence={"switch": one_line(view.module, test), "device": f"{view.path.name}:{view.positions[value].line}",
+                          "failing": place(frame)},
+                evidence_text=(
+                    f"the failing call at {place(frame)} uses `{name}`, chosen at {view.path.name}:"
+                    f"{view.positions[value].line} by the switch `{one_line(view.module, test)}`, which does "
+                    "not check that CUDA is available"
+                ),
+            )
+        return None
 
     def _fix(
         self, view: _File, frame: Frame, linked: _Link, failure: Failure, evidence: Evidence | None, sources: Sources
@@ -829,6 +896,19 @@ def _argparse_dest(call: cst.Call) -> str | None:
     longs = [o for o in options if isinstance(o, str) and o.startswith("--")]
     chosen = longs[0] if longs else (options[0] if options else None)
     return chosen.lstrip("-").replace("-", "_") if isinstance(chosen, str) else None
+
+
+def _cuda_choice(value: cst.BaseExpression) -> cst.IfExp | None:
+    """``"cuda" if switch else "cpu"``, bare or inside ``torch.device(...)``."""
+    if isinstance(value, cst.Call) and len(value.args) == 1 and value.args[0].keyword is None:
+        value = value.args[0].value
+    if not isinstance(value, cst.IfExp):
+        return None
+    body, orelse = value.body, value.orelse
+    if (isinstance(body, cst.SimpleString) and str(body.evaluated_value).startswith("cuda")
+            and isinstance(orelse, cst.SimpleString) and orelse.evaluated_value == "cpu"):
+        return value
+    return None
 
 
 def _module_level_alias(module: cst.Module, full: str) -> str | None:

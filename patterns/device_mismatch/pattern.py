@@ -32,6 +32,7 @@ from repairbot.codemod import (
 )
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, signature, span_of
+from repairbot.provenance import parameter_names
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -344,14 +345,7 @@ class _View:
 
 
 def _parameter_names(function: cst.FunctionDef | None) -> set[str]:
-    if function is None:
-        return set()
-    params = function.params
-    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            names.add(star.name.value)
-    return names
+    return set(parameter_names(function)) if function is not None else set()
 
 
 class _Operands(cst.CSTVisitor):

@@ -25,6 +25,7 @@ from repairbot.codemod import (
 from repairbot.evidence import Evidence
 from repairbot.facts import Source, dtype_name, events, place, reads, shape_text, source
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.provenance import integer_value, parameter_names
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
@@ -650,7 +651,7 @@ class _Tracer:
     def _subscript(self, node: cst.Subscript, ctx: _Ctx, path: _Path, trail: tuple[str, ...]) -> _Result:
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             index = node.slice[0].slice.value
-            number = _integer(index)
+            number = integer_value(index)
             if number is not None:
                 return self._resolve(node.value, ctx, (_Key("index", number), *path), trail)
             if isinstance(index, cst.SimpleString):
@@ -694,7 +695,7 @@ class _Tracer:
                 return self._resolve(statement.value, at, (*target_path, *path), step)
             return _Lost(f"`{name}` is bound by `{file.code(statement)}`", file, statement, trail=trail)
         function = ctx.function
-        if function is not None and name in _parameter_names(function):
+        if function is not None and name in parameter_names(function):
             if ctx.instance is not None and _self_name(function) == name:
                 if path and path[0].kind == "attr":
                     return self._attribute(ctx.instance, str(path[0].value), path[1:], trail)
@@ -1130,15 +1131,6 @@ def _self_name(function: cst.FunctionDef) -> str | None:
     return params[0].name.value if params and params[0].name.value in ("self", "cls") else None
 
 
-def _parameter_names(function: cst.FunctionDef) -> list[str]:
-    params = function.params
-    names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            names.append(star.name.value)
-    return names
-
-
 def _bind(call: cst.Call, function: cst.FunctionDef, method: bool, ctx: _Ctx) -> dict[str, _Ref]:
     """The arguments of ``call`` by the parameter names of ``function`` (``self`` skipped for a method)."""
     params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
@@ -1217,14 +1209,6 @@ def _is_name(node: cst.BaseExpression, name: str) -> bool:
 
 def _is_self_attr(node: cst.BaseExpression, me: str, attr: str) -> bool:
     return isinstance(node, cst.Attribute) and _is_name(node.value, me) and node.attr.value == attr
-
-
-def _integer(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
-        return -int(node.expression.evaluated_value)
-    return None
 
 
 def _names_dtype(file: _File, node: cst.BaseExpression) -> bool:

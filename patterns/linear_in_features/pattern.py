@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
@@ -16,20 +18,41 @@ from repairbot.codemod import (
     is_torch_name,
     one_line,
     replace_arg_value,
+    walk,
 )
-from repairbot.evidence import Evidence, LinearTrace
+from repairbot.evidence import Evidence, LayerSite, LinearTrace
+from repairbot.facts import Source, frame_at, local_tensors, reads, shape_of, shape_text, source
 from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.provenance import LITERAL, integer_value, is_literal, written_at
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Site
+from repairbot.types import Applicability, Decline, Failure, Site, Span
 
 _SHAPES = r"\((?P<rows>\d+)x(?P<cols>\d+) and (?P<in_features>\d+)x(?P<out_features>\d+)\)"
 
 
 class SetInFeatures(SiteTransformer):
-    """Replaces the value of the Linear call's ``in_features`` argument, nothing else."""
+    """Replaces the value of the Linear call's ``in_features`` argument, nothing else; or, for
+    a site of kind ``assign-flatten``, assigns a flatten whose result was thrown away."""
+
+    def leave_Expr(self, original_node: cst.Expr, updated_node: cst.Expr) -> cst.BaseSmallStatement:
+        if self.site.params.get("kind") != "assign-flatten" or not self.at_site(original_node):
+            return updated_node
+        self.changes += 1
+        name = str(self.site.params["name"])
+        return cst.Assign(
+            targets=[cst.AssignTarget(cst.Name(name))], value=updated_node.value, semicolon=updated_node.semicolon
+        )
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        updated = super().on_leave(original_node, updated_node)
+        if (self.site.params.get("kind") == "replace-expression" and self.changes == 0
+                and isinstance(original_node, cst.BaseExpression) and self.at_site(original_node)):
+            self.changes += 1
+            return cst.parse_expression(str(self.site.params["code"]))
+        return updated
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
+        if self.site.params.get("kind") in ("assign-flatten", "replace-expression") or not self.at_site(original_node):
             return updated_node
         target = argument(updated_node, 0, "in_features")
         if target is None:
@@ -47,7 +70,11 @@ class LinearInFeatures(Pattern):
     What it fixes:
         A fully connected layer declared for one input size and fed another, typically the
         first Linear after a flatten whose size was computed by hand for another image size
-        or channel count.
+        or channel count. A Linear that receives a conv/pool output of more than two dimensions
+        has a broken flatten, not a wrong ``in_features``: a flatten whose result is thrown
+        away (``x.flatten(1)`` alone on its line) is assigned (``x = x.flatten(1)``); a missing
+        flatten, or a ``view(-1, N)`` that folds the batch into rows, is diagnosed. Resizing
+        such a layer to the last dimension would make the rerun pass with a wrong model.
 
     Why it fails:
         ``RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x512 and 256x10)``: the input
@@ -127,6 +154,13 @@ class LinearInFeatures(Pattern):
         if site is None or not site.user:
             return self.decline("this nn.Linear was built outside the project's own code")
 
+        # A Linear fed a conv/pool output, or a batch folded into rows, has a broken flatten,
+        # not a wrong in_features: resizing it to the last dimension would make the rerun pass
+        # with a model that computes something else.
+        flatten = self._broken_flatten(failure, linear, evidence, sources)
+        if flatten is not None:
+            return flatten
+
         siblings = [lt for lt in _same_site(evidence, linear) if lt.input_shape and lt.input_shape[-1] != needed]
         if siblings:
             sizes = sorted({lt.input_shape[-1] for lt in siblings if lt.input_shape} | {needed})
@@ -152,16 +186,17 @@ class LinearInFeatures(Pattern):
         target = argument(call, 0, "in_features")
         if target is None or has_star_args(call):
             return self.decline("the in_features argument is not written out in the call")
-        new_value = _rewrite_size(target.value, needed)
-        if new_value is None:
+        layer_site = evidence.layer_site(linear) if evidence else None
+        candidates = _candidates(module, call, target.value, linear, layer_site, needed, path, sources)
+        if isinstance(candidates, str):
+            return self.decline(candidates, at=site)
+        if not candidates:
+            code = module.code_for_node(target.value)
             return self.decline(
-                f"in_features is `{module.code_for_node(target.value)}`, not a number",
-                diagnosis=f"the layer receives {needed} features: make `{module.code_for_node(target.value)}` evaluate to {needed}",
+                f"in_features is `{code}`, and no edit of it evaluates to {needed}",
+                diagnosis=f"the layer receives {needed} features: make `{code}` evaluate to {needed}",
                 at=site,
             )
-        new_code = module.code_for_node(new_value)
-        old_text = one_line(module, call)
-        new_text = one_line(module, replace_arg_value(call, target, new_value))
         shape = "x".join(map(str, linear.input_shape or (needed,)))
         traced = [
             f"{lt.type}({lt.in_features}, {lt.out_features}) at {Path(lt.site.file).name}:{lt.site.line}"
@@ -169,24 +204,382 @@ class LinearInFeatures(Pattern):
             for lt in (evidence.linears if evidence else ())
             if lt.site is not None and (lt.calls or lt is linear)
         ]
-        return Site(
-            pattern=self.ID,
-            file=str(path),
-            span=located.span,
-            params={"in_features": new_code},
-            summary=f"Changed {old_text} to {new_text} to match the traced input ({shape})",
-            applicability=self.APPLICABILITY,
-            evidence={
-                "linear": {**linear.to_json(), "site": f"{path.name}:{site.line}"},
-                "traced_input_shape": list(linear.input_shape or ()),
-                "in_features": {"was": linear.in_features, "now": needed},
-                "forward_pass": traced,
-            },
-            evidence_text=(
-                f"the Linear built at {path.name}:{site.line} received input {shape} (traced); "
-                f"Linear layers along the forward pass: {'; '.join(traced)}"
+        in_code = _key(module.code_for_node(target.value))
+        values = {k: v for k, v in (layer_site.values.items() if layer_site else ()) if _key(k) in in_code}
+        values_text = ", ".join(f"{k} = {v}" for k, v in values.items())
+        sites = []
+        for candidate in candidates:
+            old_text = one_line(module, call)
+            if candidate.file == str(path) and candidate.kind == "in_features literal":
+                new_text = one_line(module, replace_arg_value(call, target, cst.parse_expression(candidate.code)))
+                summary = f"Changed {old_text} to {new_text} to match the traced input ({shape})"
+            else:
+                summary = (
+                    f"Changed `{candidate.old}` to `{candidate.code}` at {Path(candidate.file).name}:"
+                    f"{candidate.span.line} ({candidate.kind}) so that {old_text} gets in_features={needed}, "
+                    f"the traced input ({shape})"
+                )
+            sites.append(Site(
+                pattern=self.ID,
+                file=candidate.file,
+                span=candidate.span,
+                params=candidate.params,
+                summary=summary,
+                applicability=candidate.applicability,
+                evidence={
+                    "linear": {**linear.to_json(), "site": f"{path.name}:{site.line}"},
+                    "traced_input_shape": list(linear.input_shape or ()),
+                    "in_features": {"was": linear.in_features, "now": needed},
+                    "forward_pass": traced,
+                    "candidate": candidate.kind,
+                    **({"traced_values": values, "traced_at": f"{path.name}:{site.line}"} if values else {}),
+                    **({"written_at": list(candidate.trail)} if candidate.trail else {}),
+                },
+                evidence_text=(
+                    f"the Linear built at {path.name}:{site.line} received input {shape} (traced); "
+                    + (f"{values_text}, traced at {path.name}:{site.line}; " if values_text else "")
+                    + f"Linear layers along the forward pass: {'; '.join(traced)}"
+                ),
+                notes=candidate.notes,
+            ))
+        return replace(sites[0], alternatives=tuple(sites[1:]))
+
+    def _broken_flatten(
+        self, failure: Failure, linear: LinearTrace, evidence: Evidence | None, sources: Sources
+    ) -> Site | Decline | None:
+        """The fix or diagnosis of a flatten that is missing, thrown away or folds the batch;
+        None when the layer's input is a plain ``[batch, features]`` (or a sequence) one."""
+        shape = linear.input_shape
+        if not shape or linear.site is None:
+            return None
+        frame = failure.user_frame
+        src = source(sources, frame.file) if frame is not None else None
+        per_sample = math.prod(shape[1:])
+        where = f"{Path(linear.site.file).name}:{linear.site.line}"
+        layer = f"{linear.type}({linear.in_features}, {linear.out_features}) built at {where}"
+        evidence_of = {
+            "linear": {**linear.to_json(), "site": where},
+            "traced_input_shape": list(shape),
+        }
+        if len(shape) >= 3:
+            discarded = _discarded_flatten(src, frame.line) if src is not None and frame is not None else None
+            if discarded is not None:
+                statement, name = discarded
+                assert src is not None
+                return Site(
+                    pattern=self.ID,
+                    file=str(src.path),
+                    span=src.positions[statement],
+                    params={"kind": "assign-flatten", "name": name},
+                    summary=f"Assigned the flatten `{src.code(statement)}` (its result was thrown away) "
+                    f"so that the {layer} receives [batch, features]",
+                    applicability=self.APPLICABILITY,
+                    evidence={**evidence_of, "flatten": f"{src.path.name}:{src.line(statement)}"},
+                    evidence_text=(
+                        f"the {layer} received the {len(shape)}-D tensor {shape_text(shape)} (traced): "
+                        f"`{src.code(statement)}` at {src.path.name}:{src.line(statement)} computes the "
+                        f"flattened tensor and discards it, so `{name}` is still the feature map"
+                    ),
+                )
+            if len(shape) >= 4 or per_sample == linear.in_features:
+                matches = (
+                    f"; its in_features {linear.in_features} already is the flattened size of one sample"
+                    if per_sample == linear.in_features else
+                    f"; one sample flattens to {per_sample} features"
+                )
+                return self.decline(
+                    f"the {layer} receives the {len(shape)}-D tensor {shape_text(shape)}: the flatten "
+                    f"before it is missing, not in_features wrong (resizing it to the last "
+                    f"dimension, {shape[-1]}, would change what the model computes){matches}",
+                    diagnosis=(
+                        "Flatten the feature map before the layer: `x = x.flatten(1)` in forward, or "
+                        "`nn.Flatten()` before the Linear in an nn.Sequential"
+                        + ("" if per_sample == linear.in_features else f"; then its in_features must be {per_sample}")
+                        + "."
+                    ),
+                    at=frame,
+                )
+            return None
+        rows = shape[0]
+        batches = _batch_sizes(failure, evidence)
+        if not batches or rows in batches:
+            return None
+        fold = _folding_view(src, frame.line, shape[-1]) if src is not None and frame is not None else None
+        if fold is None:
+            return None
+        assert src is not None
+        batch = min(batches)
+        return self.decline(
+            f"the {layer} receives {shape_text(shape)} for a batch of {batch}: `{src.code(fold)}` at "
+            f"{src.path.name}:{src.line(fold)} folds the batch into rows; setting in_features to "
+            f"{shape[-1]} would only move the failure to the loss",
+            diagnosis=(
+                f"Keep the batch dimension at {src.path.name}:{src.line(fold)}: `.flatten(1)` or "
+                f"`.view(x.size(0), -1)` instead of a hard-coded size; one sample has "
+                f"{rows * shape[-1] // batch if rows * shape[-1] % batch == 0 else '?'} features, "
+                f"which the {linear.type}'s in_features ({linear.in_features}) must match "
+                "(see batch-size-mismatch)."
             ),
+            at=frame_at(str(src.path), src.line(fold)),
         )
+
+
+_FLATTENS = ("flatten", "view", "reshape")
+
+
+def _flatten_of(src: Source, node: cst.BaseExpression) -> str | None:
+    """``x`` of ``x.flatten(1)``, ``x.view(x.size(0), -1)``, ``x.reshape(...)``, ``torch.flatten(x, 1)``."""
+    if not isinstance(node, cst.Call):
+        return None
+    if src.is_call_of(node, "torch.flatten"):
+        first = node.args[0].value if node.args else None
+        return first.value if isinstance(first, cst.Name) else None
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _FLATTENS and isinstance(func.value, cst.Name):
+        return func.value.value
+    return None
+
+
+def _discarded_flatten(src: Source, line: int) -> tuple[cst.Expr, str] | None:
+    """A statement before ``line`` in its function that flattens a name and throws the result
+    away (``x.flatten(1)`` alone on its line), the name unbound again before ``line``, which reads it."""
+    statements = src.statements_of(line)
+    found: tuple[cst.Expr, str] | None = None
+    for statement in statements:
+        span = src.positions.get(statement)
+        if span is None or span.line >= line:
+            if span is not None and span.line <= line <= span.end_line and found is not None:
+                return found if found[1] in reads(statement) else None
+            continue
+        if not isinstance(statement, cst.SimpleStatementLine):
+            if found is not None and found[1] in _bound_names(statement):
+                found = None
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Expr) and (name := _flatten_of(src, small.value)) is not None:
+                found = (small, name)
+            elif found is not None and found[1] in _bound_names(small):
+                found = None
+    return None
+
+
+def _bound_names(node: cst.CSTNode) -> set[str]:
+    names: set[str] = set()
+    for child in walk(node):
+        if isinstance(child, cst.AssignTarget | cst.AugAssign | cst.AnnAssign):
+            target = child.target
+            if isinstance(target, cst.Name):
+                names.add(target.value)
+        elif isinstance(child, cst.For) and isinstance(child.target, cst.Name):
+            names.add(child.target.value)
+    return names
+
+
+def _folding_view(src: Source, line: int, columns: int) -> cst.Call | None:
+    """A ``t.view(-1, N)`` / ``t.reshape(-1, N)`` before ``line`` in its function, with N a
+    number (or product of numbers) equal to ``columns``: the flatten that decided the rows."""
+    for node, span in src.positions.items():
+        if not isinstance(node, cst.Call) or span.line > line or not isinstance(node.func, cst.Attribute):
+            continue
+        if node.func.attr.value not in ("view", "reshape") or src.statements_of(span.line) != src.statements_of(line):
+            continue
+        args = [a.value for a in node.args if a.keyword is None and not a.star]
+        if len(args) != 2 or integer_value(args[0]) != -1:
+            continue
+        if integer_value(args[1]) == columns:
+            return node
+    return None
+
+
+def _batch_sizes(failure: Failure, evidence: Evidence | None) -> set[int]:
+    """The batch sizes the run showed: the forced one, and the first dimension of the batched
+    tensors (2-D or more) in the user frames that called the model (not the innermost one)."""
+    sizes: set[int] = set()
+    if evidence is None:
+        return sizes
+    if evidence.limits.get("forced"):
+        size = evidence.limits.get("batch_size")
+        if isinstance(size, int) and size > 0:
+            sizes.add(size)
+    user = [frame for frame in failure.frames if frame.user]
+    for frame in user[:-1]:
+        for tensor in local_tensors(evidence, frame).values():
+            shape = shape_of(tensor)
+            if shape and len(shape) >= 2 and shape[0] > 0:
+                sizes.add(shape[0])
+    return sizes
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One edit that makes in_features evaluate to the needed size."""
+
+    kind: str
+    file: str
+    span: Span
+    old: str
+    code: str
+    applicability: Applicability
+    params: dict[str, str]
+    trail: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _key(code: str) -> str:
+    return "".join(code.split()).replace("'", '"')
+
+
+def _candidates(
+    module: cst.Module, call: cst.Call, node: cst.BaseExpression, linear: LinearTrace,
+    layer: LayerSite | None, needed: int, path: Path, sources: Sources,
+) -> list[_Candidate] | str:
+    """The edits that give the layer ``needed`` features, smallest and most idiomatic first:
+    the number where it is written (a literal in the call, a call-site argument, a config
+    default), a name or attribute in scope with the needed traced value, a factor dropped or
+    added, a product of sizes in scope, and last a literal (unsafe). A reason (str) when the
+    source already gives ``needed`` (the evidence is older than the code)."""
+    src = source(sources, str(path))
+    span = src.positions.get(node) if src is not None else None
+    if src is None or span is None:
+        return []
+    code = src.code(node)
+    known: dict[str, int] = {}
+    if layer is not None:
+        known.update({_key(k): v for k, v in layer.scope.items()})
+        known.update({_key(k): v for k, v in layer.values.items() if type(v) is int})
+
+    def value_of(expr: cst.BaseExpression) -> int | None:
+        literal = integer_value(expr)
+        return literal if literal is not None else known.get(_key(module.code_for_node(expr)))
+
+    def replace_here(kind: str, new: str, applicability: Applicability = Applicability.SAFE,
+                     notes: tuple[str, ...] = ()) -> _Candidate:
+        return _Candidate(kind, str(path), span, code, new, applicability,
+                          {"kind": "replace-expression", "code": new}, notes=notes)
+
+    if is_literal(node):
+        if integer_value(node) == needed:
+            return f"in_features is already written as `{code}` = {needed}"
+        rewritten = _rewrite_size(node, needed)
+        if rewritten is None:
+            return []
+        located = src.positions[call]
+        return [_Candidate("in_features literal", str(path), located, code, module.code_for_node(rewritten),
+                           Applicability.SAFE, {"in_features": module.code_for_node(rewritten)})]
+    if value_of(node) == needed:
+        return f"`{code}` already evaluates to {needed} in the traced run"
+
+    found: list[_Candidate] = []
+    late: list[_Candidate] = []
+    chain = layer.chain if layer is not None else ()
+    written = written_at(sources, str(path), node, chain)
+    if written is not None and written.kind != LITERAL:
+        number = integer_value(written.node)
+        if number == needed:
+            return f"`{code}` is written as {written.code} at {written.place}, already {needed}"
+        rewritten = _rewrite_size(written.node, needed) if number == linear.in_features else None
+        if rewritten is not None:
+            new = cst.Module(body=[]).code_for_node(rewritten)
+            # the number is shared when the name feeds other code of its function too (other
+            # layers' sizes): then editing where it is written changes them as well, so it is
+            # tried only after the edits local to this layer
+            shared = _reads_elsewhere(src, node)
+            (late if shared else found).append(_Candidate(
+                written.kind, written.file, written.span, written.code, new, Applicability.SAFE,
+                {"kind": "replace-expression", "code": new}, trail=written.trail,
+            ))
+
+    # a name or attribute already in scope whose traced value is the needed size
+    roots = {n.value for n in walk(node) if isinstance(n, cst.Name)}
+    same = [k for k, v in (layer.scope.items() if layer else ()) if v == needed and _key(k) != _key(code)]
+    same.sort(key=lambda k: (k.split(".")[0].split("[")[0] not in roots, "." in k or "[" in k, k))
+    for name in same[:3]:
+        found.append(replace_here(
+            "factor dropped" if _key(name) in _key(code) else "name in scope", name, Applicability.SAFE if len(same) == 1 else Applicability.UNSAFE,
+            () if len(same) == 1 else (f"{', '.join(same)} all have the traced value {needed}; "
+                                       f"`{name}` was the first that the rerun verified",),
+        ))
+
+    # a factor dropped or added
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply | cst.FloorDivide | cst.Divide):
+        for operand in (node.left, node.right):
+            if value_of(operand) == needed and not is_literal(operand):
+                found.append(replace_here("factor dropped", module.code_for_node(operand)))
+    wrapped = f"({code})" if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, cst.Multiply) else code
+    # A factor is added first when the file already writes that product (the sibling layer's
+    # `4 * cfg["emb_dim"]`); a factor the code never writes comes after the sizes in scope.
+    factors: list[str] = []
+    if linear.in_features > 0 and needed % linear.in_features == 0 and 2 <= needed // linear.in_features <= 16:
+        factors.append(f"{needed // linear.in_features} * {wrapped}")
+    if needed > 0 and linear.in_features % needed == 0 and 2 <= linear.in_features // needed <= 16:
+        factors.append(f"{wrapped} // {linear.in_features // needed}")
+    written_code = _key(module.code)
+    found += [replace_here("factor added", text) for text in factors if _key(text) in written_code]
+    unwritten = [text for text in factors if _key(text) not in written_code]
+
+    # a product of sizes in scope, those the expression already reads first
+    scope = [(k, v) for k, v in (layer.scope.items() if layer else ()) if v > 1]
+    products: list[str] = []
+    if linear.in_features > 0 and needed % linear.in_features == 0:
+        products += [f"{k} * {wrapped}" for k, v in scope if v * linear.in_features == needed]
+    for i, (a, va) in enumerate(scope):
+        for b, vb in scope[i + 1:]:
+            if va * vb == needed:
+                products.append(f"{a} * {b}")
+    products.sort(key=lambda text: not any(r in text for r in roots))
+    seen: set[frozenset[str]] = set()
+    distinct: list[str] = []
+    for text in products:
+        factors_of = frozenset(part.strip().removeprefix("self.") for part in text.split(" * "))
+        if factors_of not in seen:
+            seen.add(factors_of)
+            distinct.append(text)
+    ambiguous = (f"{len(distinct)} products of sizes in scope give {needed}: {', '.join(distinct[:4])}",)
+    found += [
+        replace_here("product of sizes in scope", text, *((Applicability.SAFE, ()) if len(distinct) == 1
+                                                          else (Applicability.UNSAFE, ambiguous)))
+        for text in distinct[:3]
+    ]
+    found += [replace_here("factor added", text, Applicability.UNSAFE,
+                           (f"the factor in `{text}` is written nowhere else in the file",)) for text in unwritten]
+
+    found += late
+    found.append(replace_here(
+        "literal", str(needed), Applicability.UNSAFE,
+        (f"in_features is now the number {needed}: it no longer follows `{code}` (the configuration)",),
+    ))
+    unique: list[_Candidate] = []
+    for candidate in found:
+        if all((c.file, c.span, c.code) != (candidate.file, candidate.span, candidate.code) for c in unique):
+            unique.append(candidate)
+    return unique
+
+
+def _reads_elsewhere(src: Source, node: cst.BaseExpression) -> bool:
+    """Whether the names of ``node`` are read elsewhere in its function (or module) too."""
+    names = {n.value for n in walk(node) if isinstance(n, cst.Name)}
+    line = src.positions[node].line
+    functions = src.around(line, cst.FunctionDef)
+    scope: cst.CSTNode = functions[0] if functions else src.module
+    own = {id(n) for n in walk(node)}
+    return any(
+        isinstance(n, cst.Name) and n.value in names and id(n) not in own and not _is_binding(scope, n)
+        for n in walk(scope)
+    )
+
+
+def _is_binding(scope: cst.CSTNode, name: cst.Name) -> bool:
+    """A parameter's own name, or an assignment target (not a read)."""
+    for n in walk(scope):
+        if isinstance(n, cst.Param) and n.name is name:
+            return True
+        if isinstance(n, cst.AssignTarget) and n.target is name:
+            return True
+        if isinstance(n, cst.Attribute) and n.attr is name:
+            return True
+        if isinstance(n, cst.Arg) and n.keyword is name:
+            return True
+    return False
 
 
 def _same_site(evidence: Evidence | None, linear: LinearTrace) -> list[LinearTrace]:

@@ -41,6 +41,9 @@ class AddDetachCpu(SiteTransformer):
         if not (self.at_site(original_node) or self.at_extra_site(original_node)):
             return updated_node
         plan = self.site.params["plans"][str(self.span(original_node))]
+        if plan["mode"] == "item":
+            self.changes += 1
+            return method_call(updated_node, "item")
         if plan["mode"] == "explicit":
             if not _is_method_call(updated_node, "numpy"):
                 return updated_node
@@ -80,15 +83,17 @@ class NumpyGrad(Pattern):
         ``.detach().cpu().numpy()`` on the argument that the traced locals show to be the
         failing tensor (``.detach().cpu()`` when a library calls ``.numpy()`` on it itself).
         Other ``.numpy()`` calls of the same statement whose traced tensors would fail next are
-        fixed in the same edit.
+        fixed in the same edit. A list of loss tensors (``np.mean(losses)``, a plot of the loss
+        history) is fixed where it is filled: the traced locals show the list's elements, and the
+        one ``losses.append(loss)`` of the function becomes ``losses.append(loss.item())``.
 
     Fix safety:
         Safe. ``detach()`` and ``cpu()`` change neither values nor shapes: the array holds the
         same numbers, and the training graph is untouched (the conversion was read-only).
 
     Not handled:
-        A tensor the trace cannot name (an element of a list of tensors, ``np.mean(losses)``
-        where ``losses`` holds loss tensors; an attribute such as ``self.buffer``): declined
+        A tensor the trace cannot name (a list filled in several places or of non-scalar
+        tensors, an attribute such as ``self.buffer``): declined
         with the remedy (``.item()`` or ``.detach().cpu()`` where the values are collected).
         A meta tensor (it has no data to copy). A conversion inside a library with no
         argument of the user's call traced as the tensor.
@@ -219,6 +224,9 @@ class NumpyGrad(Pattern):
                 before=one_line(module, arg.value), after=one_line(module, converted),
             ))
         if not edits:
+            filled = _list_fills(wrapper, scope, problem, call, span)
+            if filled:
+                return filled
             what = "requires grad" if problem.grad else f"is on {problem.device}"
             return (
                 f"no argument of `{shown}` at {where} is a tensor the trace shows that {what}: the failing tensor "
@@ -257,6 +265,8 @@ class _Edit:
 
     @property
     def added(self) -> str:
+        if self.mode == "item":
+            return ".item()"
         parts = [".detach()"] * self.detach + [".cpu()"] * self.cpu + [".numpy()"] * self.numpy
         return "".join(parts)
 
@@ -392,6 +402,55 @@ def _tensor_root(node: cst.BaseExpression) -> str | None:
 # Evidence
 
 
+def _list_fills(
+    wrapper: MetadataWrapper, scope: Scope, problem: _Problem, call: cst.Call, span: Span
+) -> list[_Edit]:
+    """For an argument that is a traced list of tensors (``np.mean(losses)``), the one place in
+    the function that fills it (``losses.append(loss)``): the fix converts each element where it
+    is collected. Only a list of numbers (0-d tensors) is fixed (``.item()``); a list filled in
+    more than one place, or by anything but ``append``, is not."""
+    module = wrapper.module
+    positions = spans(wrapper)
+    functions = [
+        (s, n) for n, s in positions.items()
+        if isinstance(n, cst.FunctionDef) and s.line <= span.line <= s.end_line
+    ]
+    scope_node: cst.CSTNode = max(functions, key=lambda item: item[0].line)[1] if functions else module
+    edits: list[_Edit] = []
+    for arg in call.args:
+        if arg.star or not isinstance(arg.value, cst.Name):
+            continue
+        name = arg.value.value
+        traced = scope.get("locals", {}).get(name)
+        if not isinstance(traced, Mapping) or traced.get("kind") != "tensor-list":
+            continue
+        element = traced.get("element")
+        if not isinstance(element, Mapping) or not problem.fails(element) or element.get("shape") != []:
+            continue
+        fills = [
+            n for n in _descendants(scope_node)
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+            and isinstance(n.func.value, cst.Name) and n.func.value.value == name
+            and n.func.attr.value in ("append", "extend", "insert", "__setitem__")
+        ]
+        rebinds = [
+            n for n in _descendants(scope_node)
+            if isinstance(n, cst.AugAssign) and isinstance(n.target, cst.Name) and n.target.value == name
+        ]
+        fill = fills[0] if len(fills) == 1 else None
+        if fill is None or rebinds or not _is_method_call(fill, "append") or len(fill.args) != 1:
+            continue
+        value = fill.args[0].value
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "item":
+            continue
+        edits.append(_Edit(
+            mode="item", span=positions[value], code=one_line(module, value), detach=False, cpu=False,
+            traced={"name": name, **element, "list_length": traced.get("length")},
+            before=one_line(module, fill), after=f"{name}.append({one_line(module, method_call(value, 'item'))})",
+        ))
+    return edits
+
+
 def _traced_tensor(scope: Scope, name: str | None) -> Mapping[str, Any] | None:
     if name is None:
         return None
@@ -420,6 +479,12 @@ def _summary(edits: Sequence[_Edit], problem: _Problem, call: str, where: str) -
         reasons.append(f"it requires grad{traced} and numpy() refuses a tensor autograd is tracking")
     why = "; ".join(reasons)
     changed = f"`{first.before}` to `{first.after}`" if len(first.after) <= 70 else f"the conversion with {first.added}"
+    if first.mode == "item":
+        assert first.traced is not None
+        return (
+            f"Changed {changed}, where the list `{first.traced['name']}` passed to {call.split('(', 1)[0]}(...) "
+            f"at {where} is filled: its elements are numbers that {why}; `.item()` keeps the number only"
+        )
     if first.mode == "explicit":
         text = f"Changed {changed} at {where}: {why}"
     else:
@@ -435,6 +500,12 @@ def _evidence_text(edits: Sequence[_Edit], problem: _Problem, where: str) -> str
     message = "Can't call numpy() on Tensor that requires grad" if problem.grad else (
         f"can't convert {problem.device} device type tensor to numpy"
     )
-    described = {str(e.traced["name"]): tensor_text(e.traced) for e in edits if e.traced is not None}
+    described = {
+        str(e.traced["name"]): (
+            f"a list of {e.traced.get('list_length', '?')} tensors, each {tensor_text(e.traced)}"
+            if e.mode == "item" else tensor_text(e.traced)
+        )
+        for e in edits if e.traced is not None
+    }
     traced = "; ".join(f"`{name}` traced as {text}" for name, text in described.items())
     return f"{message} at {where}" + (f"; {traced}" if traced else "")
