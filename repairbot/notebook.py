@@ -155,6 +155,15 @@ class Notebook:
             result[number] = "".join(lines)
         return result
 
+    def file_line(self, where: Location) -> int | None:
+        """The line of the ``.ipynb`` file that holds a cell's line (its JSON string)."""
+        cell = self.cells[where.cell - 1]
+        if cell.tokens is None:
+            return self.text[: cell.span[0]].count("\n") + 1
+        if not 1 <= where.line <= len(cell.tokens):
+            return None
+        return self.text[: cell.tokens[where.line - 1][0]].count("\n") + 1
+
     def skipped_at(self, cell: int, line: int) -> bool:
         return any(s.cell == cell and s.line == line for s in self.skipped)
 
@@ -600,3 +609,72 @@ def locator(notebook: Notebook | None, root: Path) -> Locator | None:
     from repairbot.sources import relative_path
 
     return Locator({relative_path(root, notebook.path): notebook})
+
+
+# lint ---------------------------------------------------------------------------------------
+def lint_notebook(
+    path: Path, display: str, rules: Any, fix: Any, edits: bool, package: str | None = None,
+) -> Any:
+    """``repairbot lint`` of one notebook: its program linted (and fixed) as a file, findings
+    placed by cell (``Finding.cell``, lines within the cell), a fix written back into the
+    edited cells only. A notebook of another kernel language is skipped with a note; one that
+    cannot be read is a parse-error finding, as a ``.py`` file with a syntax error is."""
+    from dataclasses import replace
+
+    from repairbot.lint.engine import PARSE_ERROR, FileResult, Finding, lint_bytes
+
+    try:
+        notebook = load(path, display)
+    except NotebookError as error:
+        message = str(error).removeprefix(f"{display}: ")
+        if "kernel is" in message or "no code cells" in message:
+            return FileResult(display, 0, parsed=False, notes=(f"skipped: {message}",) if "kernel" in message else ())
+        return FileResult(
+            display, 0, parsed=True,
+            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read the notebook: {message}", "none"),),
+        )
+    result = lint_bytes(notebook.program_bytes, path, display, rules, fix, edits, package)
+
+    def place(finding: Finding) -> Finding | None:
+        start, end = notebook.locate(finding.line), notebook.locate(finding.end_line)
+        if start is None:
+            if finding.rule == PARSE_ERROR:
+                return replace(finding, message=f"{finding.message} (in the repairbot prelude line)")
+            return None
+        if finding.rule == PARSE_ERROR:
+            # a cell that is not Python (an IPython construct repairbot does not map)
+            return replace(finding, cell=start.cell, line=start.line, end_line=start.line)
+        edit = finding.edit
+        if edit is not None:
+            edit_start, edit_end = notebook.locate(edit.line), notebook.locate(edit.end_line)
+            if edit_start is None or edit_end is None or edit_start.cell != edit_end.cell:
+                edit = None
+            else:
+                edit = replace(edit, line=edit_start.line, end_line=edit_end.line)
+        return replace(
+            finding, cell=start.cell, line=start.line,
+            end_line=end.line if end is not None and end.cell == start.cell else start.line,
+            edit=edit, source_line=notebook.file_line(start),
+        )
+
+    findings = tuple(f for f in map(place, result.findings) if f is not None)
+    new_data, notes = None, list(result.notes)
+    if result.new_data is not None:
+        try:
+            new_data = notebook.write_back(result.new_data)
+        except NotebookError as error:
+            notes.append(f"not fixed: {str(error).removeprefix(display + ': ')}")
+    return replace(result, findings=findings, new_data=new_data, notes=tuple(notes), fixed=result.fixed if new_data else 0)
+
+
+def file_diff(path: Path, before: bytes, after: bytes, display: str) -> str:
+    """The change between two versions of a notebook's file as per-cell diffs (``--diff``)."""
+    old = parse(path, before, display)
+    new = parse(path, after, display)
+    from repairbot.output.diff import unified_diff
+
+    parts = []
+    for a, b in zip(old.cells, new.cells):
+        if a.source != b.source:
+            parts.append(unified_diff(a.source.encode(), b.source.encode(), f"{display}:cell {a.number}")[0])
+    return "".join(parts)
