@@ -497,7 +497,8 @@ class Locator:
 
     def _find(self, path: str) -> tuple[str, Notebook] | None:
         for display, notebook in self.notebooks.items():
-            if path == display or path == str(notebook.path) or path.endswith("/" + display):
+            # as the report names it, absolute, or by its name alone (patterns' summaries)
+            if path in (display, str(notebook.path), notebook.path.name) or path.endswith("/" + display):
                 return display, notebook
         return None
 
