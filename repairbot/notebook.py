@@ -522,6 +522,23 @@ class Locator:
                 return match[0]
             return f'File "{match["path"]}", cell {where.cell}, line {where.line}'
 
+        def gutter(match: re.Match[str]) -> str:
+            # a Markdown report's source excerpt: its line numbers become the cell's
+            found = self._find(match["path"])
+            where = found[1].locate(int(match["line"])) if found else None
+            if where is None:
+                return match[0]
+            shift = int(match["line"]) - where.line
+
+            def number(line: re.Match[str]) -> str:
+                return f"{line[1]}{int(line[2]) - shift:>{len(line[2])}}{line[3]}"
+
+            return match["head"] + re.sub(r"(?m)^(\W*?)(\d+)( \| )", number, match["block"])
+
+        rendered = re.sub(
+            rf"(?P<head>`(?P<path>[^`]*(?:{names})):(?P<line>\d+)`:\n\n```python\n)(?P<block>.*?```)",
+            gutter, rendered, flags=re.DOTALL,
+        )
         rendered = re.sub(rf'File "(?P<path>[^"]*(?:{names}))", line (?P<line>\d+)', traceback, rendered)
         return re.sub(rf"(?P<path>[^\s\"'`(\[]*(?:{names})):(?P<line>\d+)(?![\d:])", colon, rendered)
 
