@@ -8,6 +8,7 @@ verified result as the user asked: a diff (``dry_run``), the files rewritten in 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -329,7 +330,8 @@ def _deliver(
         write_all_atomic(files)
         return report
     assert delivery.repo is not None
-    stem = options.script.stem
+    # a notebook's name often has spaces ("Part 3 - Training (Solution).ipynb"): not in a branch name
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", options.script.stem).strip("-.") or "script"
     name: str | Callable[[str], str] = options.branch or (lambda sha: f"repairbot/fix-{stem}-{sha[:8]}")
     branch, commit = git.commit_on_new_branch(delivery.repo, files, _commit_message(report), name)
     return replace(report, branch=branch, commit=commit)

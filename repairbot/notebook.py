@@ -540,7 +540,7 @@ class Locator:
             gutter, rendered, flags=re.DOTALL,
         )
         rendered = re.sub(rf'File "(?P<path>[^"]*(?:{names}))", line (?P<line>\d+)', traceback, rendered)
-        return re.sub(rf"(?P<path>[^\s\"'`(\[]*(?:{names})):(?P<line>\d+)(?![\d:])", colon, rendered)
+        return re.sub(rf"(?P<path>[^\s\"'`(\[]*(?:{names})):(?P<line>\d+)(?!\d|:\d)", colon, rendered)
 
     def json(self, value: Any) -> Any:
         """A JSON report (or SARIF log) with notebook lines as cell lines: ``"cell": 7`` is set
