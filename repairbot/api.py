@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from repairbot import notebook as notebooks, registry
+from repairbot import notebook as notebooks
+from repairbot import registry
 from repairbot.classify import Classification, candidates, classify_log, environment_problem
 from repairbot.evidence import Evidence
 from repairbot.lint import LintOptions, LintReport, run_lint

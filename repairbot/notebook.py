@@ -24,10 +24,10 @@ other byte (outputs, execution counts, metadata, layout) stays as it was.
 from __future__ import annotations
 
 import difflib
+import io
 import json
 import re
 import tokenize
-import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from json.decoder import scanstring  # type: ignore[attr-defined]
@@ -140,18 +140,15 @@ class Notebook:
             changed.setdefault(cell, []).append((i1, i2, new[j1:j2]))
         result: dict[int, str] = {}
         for number, edits in changed.items():
-            cell = self.cells[number - 1]
-            lines = cell.source.splitlines(keepends=True)
+            lines = self.cells[number - 1].source.splitlines(keepends=True)
             start = self._starts[number - 1] - 1  # program index of the cell's first line
             for i1, i2, replacement in sorted(edits, reverse=True):
                 a, b = i1 - start, i2 - start
-                last = a + len(replacement) - 1
                 replacement = list(replacement)
                 # the cell's own last line may have no newline (the program adds one)
                 if b == len(lines) and lines and not lines[-1].endswith("\n") and replacement:
                     replacement[-1] = replacement[-1].rstrip("\n")
                 lines[a:b] = replacement
-                del last
             result[number] = "".join(lines)
         return result
 
@@ -193,7 +190,7 @@ class Notebook:
         if cell.tokens is None:  # a single JSON string
             return self._dump(source)
         old_lines = cell.source.splitlines(keepends=True)
-        raw = {line: self.text[a:b] for line, (a, b) in zip(old_lines, cell.tokens)}
+        raw = {line: self.text[a:b] for line, (a, b) in zip(old_lines, cell.tokens, strict=True)}
         tokens = [raw.get(line) or self._dump(line) for line in source.splitlines(keepends=True)]
         start, end = cell.span
         if cell.tokens:
@@ -249,7 +246,7 @@ def load(path: Path, display: str | None = None) -> Notebook:
 
 def parse(path: Path, data: bytes, display: str | None = None) -> Notebook:
     import nbformat
-    from jsonschema import ValidationError
+    from nbformat import ValidationError
 
     name = display or path.name
     try:
@@ -260,7 +257,7 @@ def parse(path: Path, data: bytes, display: str | None = None) -> Notebook:
         document = json.loads(text)
     except ValueError as error:
         raise NotebookError(f"{name}: not a notebook: invalid JSON ({error})") from None
-    if not isinstance(document, dict) or "cells" not in document and "worksheets" not in document:
+    if not isinstance(document, dict) or ("cells" not in document and "worksheets" not in document):
         raise NotebookError(f"{name}: not a notebook: the JSON has no cells")
     major = document.get("nbformat")
     if major != 4:
@@ -269,7 +266,7 @@ def parse(path: Path, data: bytes, display: str | None = None) -> Notebook:
             "`jupyter nbconvert --to notebook --nbformat 4` converts it)"
         )
     try:
-        notebook = nbformat.reads(text, as_version=nbformat.NO_CONVERT)
+        notebook = nbformat.reads(text, as_version=nbformat.NO_CONVERT)  # type: ignore[no-untyped-call]
         nbformat.validate(notebook)
     except ValidationError as error:
         raise NotebookError(f"{name}: not a valid nbformat 4 notebook: {error.message}") from None
@@ -691,8 +688,10 @@ def file_diff(path: Path, before: bytes, after: bytes, display: str) -> str:
     new = parse(path, after, display)
     from repairbot.output.diff import unified_diff
 
+    if len(old.cells) != len(new.cells):  # cells added or removed: the file's own diff
+        return unified_diff(before, after, display)[0]
     parts = []
-    for a, b in zip(old.cells, new.cells):
+    for a, b in zip(old.cells, new.cells, strict=True):
         if a.source != b.source:
             parts.append(unified_diff(a.source.encode(), b.source.encode(), f"{display}:cell {a.number}")[0])
     return "".join(parts)
