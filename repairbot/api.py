@@ -274,7 +274,7 @@ def _report(
             if result.remaining is not None and not any(a.failure is result.remaining for a in result.attempts)
             else None
         ),
-        health=result.health,
+        health=notebooks.cell_health(result.health, notebook),
         strict_health=options.strict_health,
         locations=notebooks.locator(notebook, delivery.root),
     )
@@ -409,7 +409,7 @@ def doctor(
         scratch=scratch,
         notes=(("the run reached the time limit",) if run.status is RunStatus.TIMEOUT else ())
         + (notebook.notes() if notebook else ()),
-        health=health,
+        health=notebooks.cell_health(health, notebook),
         command="doctor",
         locations=notebooks.locator(notebook, root),
     )

@@ -695,3 +695,27 @@ def file_diff(path: Path, before: bytes, after: bytes, display: str) -> str:
         if a.source != b.source:
             parts.append(unified_diff(a.source.encode(), b.source.encode(), f"{display}:cell {a.number}")[0])
     return "".join(parts)
+
+
+def cell_health(findings: tuple[Any, ...], notebook: Notebook | None) -> tuple[Any, ...]:
+    """Health findings with the offered fix's diff (made on the program) shown per cell."""
+    if notebook is None:
+        return findings
+    from dataclasses import replace
+
+    from repairbot.output.diff import PatchError, apply_patch, parse_patch, split_lines
+
+    out = []
+    for finding in findings:
+        fix = finding.fix
+        if fix and fix.get("diff") and finding.file and Path(finding.file).name == notebook.path.name:
+            try:
+                (patch,) = parse_patch(str(fix["diff"]))
+                fixed = "".join(apply_patch(split_lines(notebook.program), patch))
+                diff = notebook.diff(notebook.program, fixed, finding.file)[0]
+            except (PatchError, ValueError, NotebookError):
+                diff = None
+            if diff:
+                finding = replace(finding, fix={**fix, "diff": diff})
+        out.append(finding)
+    return tuple(out)

@@ -194,3 +194,30 @@ def test_doctor_reports_the_crash_by_cell(tmp_path: Path) -> None:
     assert attempt["failure"]["pattern"] == "target-dtype"
     assert f"{script}, cell 6, line 20" in result.stdout
     assert snapshot(repo) == before
+
+
+def test_doctor_health_finding_on_a_notebook_offers_the_fix_per_cell(tmp_path: Path) -> None:
+    import nbformat
+
+    repo = init_repo(tmp_path / "repo")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("%matplotlib inline\nimport torch\nimport torch.nn as nn"),
+        nbformat.v4.new_markdown_cell("## Train"),
+        nbformat.v4.new_code_cell("model = nn.Linear(4, 3)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                                  "x = torch.randn(8, 4); y = torch.randint(0, 3, (8,))"),
+        nbformat.v4.new_code_cell("for epoch in range(3):\n    loss = nn.functional.cross_entropy(model(x), y)\n"
+                                  "    loss.backward()\n    opt.step()"),
+    ]
+    nbformat.write(nb, str(repo / "train.ipynb"))
+    commit_all(repo)
+    result = run_cli("doctor", "train.ipynb", "--json", str(tmp_path / "d.json"), cwd=repo)
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads((tmp_path / "d.json").read_text())
+    validate_report(report)
+    (finding,) = report["health"]
+    assert (finding["id"], finding["file"], finding["cell"], finding["line"]) == ("grad-accumulation", "train.ipynb", 3, 4)
+    assert finding["fix"]["diff"].startswith("--- a/train.ipynb:cell 3\n+++ b/train.ipynb:cell 3\n@@ -1,4 +1,5 @@\n")
+    assert "[WARNING] train.ipynb, cell 3, line 4" in result.stdout
+    assert any("%matplotlib inline" in note for note in report.get("notes", [])) or "%matplotlib inline" in result.stdout
