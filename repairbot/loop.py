@@ -318,6 +318,9 @@ class RepairLoop:
             raise TransformError("the rewrite changed nothing")
         # a fix must leave a file the interpreter accepts and LibCST can edit again
         compile(new_bytes, str(path), "exec", dont_inherit=True)
+        notebook = self.options.notebooks.get(path)
+        if notebook is not None:
+            notebook.check_edit(new_bytes)  # one cell, no IPython line: or it could not be written back
         self.sources.module(path, new_bytes)
         return new_bytes
 

@@ -130,7 +130,10 @@ class Notebook:
         for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
             if tag == "equal":
                 continue
-            owners = {self._owner(i) for i in range(i1, i2)} if i2 > i1 else {self._owner(max(i1 - 1, 0))}
+            if i2 > i1:
+                owners = {self._owner(i) for i in range(i1, i2)}
+            else:  # an insertion: into the cell of the line it goes before (an import at a cell's top)
+                owners = {self._owner(i1) if self._owner(i1) is not None else self._owner(i1 - 1)}
             if len(owners) != 1 or None in owners:
                 raise NotebookError(f"{self.path.name}: the edit spans more than one cell; it is not written back")
             cell = owners.pop()
@@ -160,6 +163,16 @@ class Notebook:
         if not 1 <= where.line <= len(cell.tokens):
             return None
         return self.text[: cell.tokens[where.line - 1][0]].count("\n") + 1
+
+    def check_edit(self, program: bytes | str) -> None:
+        """TransformError unless ``program`` (an edit of this notebook's program) can be written
+        back: a rewrite that spans cells or touches an IPython line is declined before any run."""
+        from repairbot.pattern import TransformError
+
+        try:
+            self.cell_sources(program.decode("utf-8") if isinstance(program, bytes) else program)
+        except NotebookError as error:
+            raise TransformError(str(error).removeprefix(f"{self.path.name}: ")) from None
 
     def skipped_at(self, cell: int, line: int) -> bool:
         return any(s.cell == cell and s.line == line for s in self.skipped)

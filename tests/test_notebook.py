@@ -314,3 +314,20 @@ def test_lint_of_an_unreadable_notebook_is_a_parse_error(tmp_path: Path) -> None
     result = run_cli("lint", "broken.ipynb", "--format", "json", cwd=tmp_path)
     (finding,) = json.loads(result.stdout)
     assert finding["rule"] == "parse-error" and "invalid JSON" in finding["message"]
+
+
+def test_an_insertion_goes_into_the_cell_it_precedes(tmp_path: Path) -> None:
+    path = make_notebook(tmp_path / "nb.ipynb", [("code", "import torch\nx = 1"), ("code", "display(x)")])
+    nb = nbmod.load(path)
+    assert nb.locate(1) is None  # the display prelude
+    program = nb.program.replace("import torch\n", "import os\nimport torch\n")
+    assert nb.cell_sources(program) == {1: "import os\nimport torch\nx = 1"}
+    nb.check_edit(program)
+
+
+def test_an_edit_that_cannot_be_written_back_is_a_transform_error(tmp_path: Path) -> None:
+    from repairbot.pattern import TransformError
+
+    nb = nbmod.load(make_notebook(tmp_path / "nb.ipynb", CELLS))
+    with pytest.raises(TransformError, match="IPython line"):
+        nb.check_edit(nb.program.replace("    pass\n", "    print('step')\n"))
