@@ -291,7 +291,10 @@ def parse(path: Path, data: bytes, display: str | None = None) -> Notebook:
     code = [cell for cell in notebook.cells if cell.get("cell_type") == "code"]
     if not code:
         raise NotebookError(f"{name}: the notebook has no code cells")
-    spans = _source_spans(text)
+    try:
+        spans = _source_spans(text)
+    except (ValueError, IndexError, AssertionError) as error:  # JSON that json.loads read but the scan cannot place
+        raise NotebookError(f"{name}: cannot locate the cells' sources in the file ({error})") from None
     code_positions = [i for i, cell in enumerate(notebook.cells) if cell.get("cell_type") == "code"]
     cells = []
     for number, position in enumerate(code_positions, start=1):
@@ -316,7 +319,8 @@ def _language(metadata: Mapping[str, Any]) -> str | None:
 
 # The JSON text scan: where each cell's "source" value is --------------------------------------
 _WS = re.compile(r"[ \t\n\r]*")
-_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
+# (json.loads also reads NaN and Infinity, which some writers of outputs use)
+_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
 
 
 def _source_spans(text: str) -> dict[int, tuple[tuple[int, int], tuple[tuple[int, int], ...] | None]]:
@@ -647,6 +651,17 @@ def lint_notebook(
     placed by cell (``Finding.cell``, lines within the cell), a fix written back into the
     edited cells only. A notebook of another kernel language is skipped with a note; one that
     cannot be read is a parse-error finding, as a ``.py`` file with a syntax error is."""
+    from repairbot.lint.engine import FileResult
+
+    try:
+        return _lint_notebook(path, display, rules, fix, edits, package)
+    except NotebookError:
+        raise
+    except Exception as error:  # a bug of ours must not end the run over the other files
+        return FileResult(display, 0, parsed=True, error=f"{type(error).__name__}: {error}")
+
+
+def _lint_notebook(path: Path, display: str, rules: Any, fix: Any, edits: bool, package: str | None) -> Any:
     from dataclasses import replace
 
     from repairbot.lint.engine import PARSE_ERROR, FileResult, Finding, lint_bytes
