@@ -174,6 +174,15 @@ class Notebook:
         except NotebookError as error:
             raise TransformError(str(error).removeprefix(f"{self.path.name}: ")) from None
 
+    def syntax_hint(self, where: Location | None) -> str:
+        """Why a cell Jupyter runs may not compile here: IPython dedents a cell indented as a whole."""
+        if where is None:
+            return ""
+        first = self.cells[where.cell - 1].source.split("\n", 1)[0]
+        if first[:1] in (" ", "\t"):
+            return " (the cell is indented as a whole: IPython removes that indentation, repairbot does not; dedent the cell)"
+        return ""
+
     def skipped_at(self, cell: int, line: int) -> bool:
         return any(s.cell == cell and s.line == line for s in self.skipped)
 
@@ -620,7 +629,8 @@ def for_script(script: Path, given: Path | str | None = None) -> Notebook | None
         compile(notebook.program, str(script), "exec", dont_inherit=True)
     except SyntaxError as error:
         where = notebook.label(name, error.lineno) if error.lineno else name
-        raise NotebookError(f"{where}: syntax error: {error.msg}") from None
+        hint = notebook.syntax_hint(notebook.locate(error.lineno or 0))
+        raise NotebookError(f"{where}: syntax error: {error.msg}{hint}") from None
     except ValueError as error:  # NUL characters
         raise NotebookError(f"{name}: cannot compile its cells: {error}") from None
     return notebook
@@ -686,7 +696,10 @@ def _lint_notebook(path: Path, display: str, rules: Any, fix: Any, edits: bool, 
             return None
         if finding.rule == PARSE_ERROR:
             # a cell that is not Python (an IPython construct repairbot does not map)
-            return replace(finding, cell=start.cell, line=start.line, end_line=start.line)
+            return replace(
+                finding, cell=start.cell, line=start.line, end_line=start.line,
+                message=finding.message + notebook.syntax_hint(start),
+            )
         edit = finding.edit
         if edit is not None:
             edit_start, edit_end = notebook.locate(edit.line), notebook.locate(edit.end_line)

@@ -331,3 +331,9 @@ def test_an_edit_that_cannot_be_written_back_is_a_transform_error(tmp_path: Path
     nb = nbmod.load(make_notebook(tmp_path / "nb.ipynb", CELLS))
     with pytest.raises(TransformError, match="IPython line"):
         nb.check_edit(nb.program.replace("    pass\n", "    print('step')\n"))
+
+
+def test_a_cell_indented_as_a_whole_is_refused_with_the_reason(tmp_path: Path) -> None:
+    path = make_notebook(tmp_path / "nb.ipynb", [("code", " import torch\n device = 'cpu'")])
+    with pytest.raises(nbmod.NotebookError, match=r"cell 1, line 1: syntax error: unexpected indent .*IPython removes that indentation"):
+        nbmod.for_script(path.resolve(), "nb.ipynb")
