@@ -206,7 +206,7 @@ def test_doctor_health_finding_on_a_notebook_offers_the_fix_per_cell(tmp_path: P
         nbformat.v4.new_code_cell("%matplotlib inline\nimport torch\nimport torch.nn as nn"),
         nbformat.v4.new_markdown_cell("## Train"),
         nbformat.v4.new_code_cell("model = nn.Linear(4, 3)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-                                  "x = torch.randn(8, 4); y = torch.randint(0, 3, (8,))"),
+                                  "x = torch.randn(8, 4); y = torch.randint(0, 3, (8,))\ndisplay(model)"),
         nbformat.v4.new_code_cell("for epoch in range(3):\n    loss = nn.functional.cross_entropy(model(x), y)\n"
                                   "    loss.backward()\n    opt.step()"),
     ]
@@ -216,6 +216,7 @@ def test_doctor_health_finding_on_a_notebook_offers_the_fix_per_cell(tmp_path: P
     assert result.returncode == 1, result.stdout + result.stderr
     report = json.loads((tmp_path / "d.json").read_text())
     validate_report(report)
+    assert report["attempts"] == []  # display() ran (no NameError outside IPython)
     (finding,) = report["health"]
     assert (finding["id"], finding["file"], finding["cell"], finding["line"]) == ("grad-accumulation", "train.ipynb", 3, 4)
     assert finding["fix"]["diff"].startswith("--- a/train.ipynb:cell 3\n+++ b/train.ipynb:cell 3\n@@ -1,4 +1,5 @@\n")
