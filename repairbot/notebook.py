@@ -34,6 +34,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
+from repairbot.output.diff import split_lines  # at "\n" only, as Python counts lines
 from repairbot.types import BadInput
 
 SUFFIX = ".ipynb"
@@ -124,8 +125,8 @@ class Notebook:
     def cell_sources(self, program: str) -> dict[int, str]:
         """The cells whose source ``program`` (an edit of ``self.program``) changes: number ->
         new source. An edit must stay inside one cell and leave its IPython lines alone."""
-        old = self.program.splitlines(keepends=True)
-        new = program.splitlines(keepends=True)
+        old = split_lines(self.program)
+        new = split_lines(program)
         changed: dict[int, list[tuple[int, int, list[str]]]] = {}
         for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
             if tag == "equal":
@@ -143,7 +144,7 @@ class Notebook:
             changed.setdefault(cell, []).append((i1, i2, new[j1:j2]))
         result: dict[int, str] = {}
         for number, edits in changed.items():
-            lines = self.cells[number - 1].source.splitlines(keepends=True)
+            lines = split_lines(self.cells[number - 1].source)
             start = self._starts[number - 1] - 1  # program index of the cell's first line
             for i1, i2, replacement in sorted(edits, reverse=True):
                 a, b = i1 - start, i2 - start
@@ -211,9 +212,23 @@ class Notebook:
     def _source_json(self, cell: CodeCell, source: str) -> str:
         if cell.tokens is None:  # a single JSON string
             return self._dump(source)
-        old_lines = cell.source.splitlines(keepends=True)
-        raw = {line: self.text[a:b] for line, (a, b) in zip(old_lines, cell.tokens, strict=True)}
-        tokens = [raw.get(line) or self._dump(line) for line in source.splitlines(keepends=True)]
+        # the list's own strings keep their JSON tokens (an item may hold several lines: longest
+        # first); the edited lines are new items, split as nbformat splits
+        raw = {json.loads(self.text[a:b]): self.text[a:b] for a, b in cell.tokens}
+        items = sorted(raw, key=lambda item: -len(item.splitlines(keepends=True)))
+        lines = source.splitlines(keepends=True)
+        tokens: list[str] = []
+        i = 0
+        while i < len(lines):
+            for item in items:
+                n = len(item.splitlines(keepends=True))
+                if n and "".join(lines[i:i + n]) == item:
+                    tokens.append(raw[item])
+                    i += n
+                    break
+            else:
+                tokens.append(self._dump(lines[i]))
+                i += 1
         start, end = cell.span
         if cell.tokens:
             first_a = cell.tokens[0][0]
@@ -408,7 +423,7 @@ def build(path: Path, data: bytes, text: str, cells: tuple[CodeCell, ...], escap
         program.append(DISPLAY_PRELUDE)
         line_map.append(None)
     for cell in cells:
-        lines = cell.source.splitlines(keepends=True)
+        lines = split_lines(cell.source)
         starts.append(len(program) + 1)
         if lines and not lines[-1].endswith("\n"):
             lines[-1] += "\n"

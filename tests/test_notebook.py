@@ -337,3 +337,20 @@ def test_a_cell_indented_as_a_whole_is_refused_with_the_reason(tmp_path: Path) -
     path = make_notebook(tmp_path / "nb.ipynb", [("code", " import torch\n device = 'cpu'")])
     with pytest.raises(nbmod.NotebookError, match=r"cell 1, line 1: syntax error: unexpected indent .*IPython removes that indentation"):
         nbmod.for_script(path.resolve(), "nb.ipynb")
+
+
+def test_lines_are_counted_as_python_counts_them_and_list_items_may_hold_several(tmp_path: Path) -> None:
+    path = make_notebook(tmp_path / "nb.ipynb", [("code", "x = 1")])
+    data = json.loads(path.read_text())
+    # a hand-written list: one item with two lines, and a form feed (not a line break for Python)
+    data["cells"][0]["source"] = ["import torch\nm = torch.nn.Linear(10, 2)\n", "\x0c\n", "y = m(torch.rand(1, 8))"]
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    nb = nbmod.load(path)
+    assert nb.program.count("\n") == 4 and nb.locate(4) == nbmod.Location(1, 4)
+    before, after = _splice_check(path, "Linear(10, 2)", "Linear(8, 2)")
+    # the edited item is written anew (one item per line); every byte around it is kept
+    old_item = json.dumps("import torch\nm = torch.nn.Linear(10, 2)\n").encode()
+    head, tail = before.split(old_item)
+    assert after.startswith(head) and after.endswith(tail)
+    middle = after[len(head):len(after) - len(tail)]
+    assert middle == b'"import torch\\n",\n    "m = torch.nn.Linear(8, 2)\\n"'
