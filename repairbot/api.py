@@ -233,6 +233,7 @@ def repair(
             active.close()
     scratch = str(active.scratch_root) if isinstance(active, SubprocessRunner) and options.keep_scratch else None
     report = _report(options, script, delivery, sources, result, time.monotonic() - started, scratch, notebook)
+    report = notebooks.place_report(report, notebook)  # a fix that changed a cell's line count
     if report.status is Status.FIXED and not options.dry_run:
         report = _deliver(options, delivery, sources, result, report, notebook)
     return report

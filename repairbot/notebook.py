@@ -48,6 +48,12 @@ _ASSIGNED_MAGIC = re.compile(r"(?P<indent>[ \t]*)(?P<target>[\w.,\s\[\]()*]+?)\s
 _HELP = re.compile(r"[ \t]*(\?\??[\w.]+|[\w.]+\?\??)[ \t]*(\r?\n)?\Z")
 
 
+# A location placed in the program version it was seen in, encoded as one "line" number
+# (``PLACED + cell * _PLACED_CELL + line``) that every Locator decodes: see place_report.
+PLACED = 1_000_000_000
+_PLACED_CELL = 100_000
+
+
 class NotebookError(BadInput):
     """A notebook repairbot cannot run, fix or lint (one line, exit 2)."""
 
@@ -104,6 +110,8 @@ class Notebook:
         return self.program.encode("utf-8")
 
     def locate(self, program_line: int) -> Location | None:
+        if program_line >= PLACED:  # already placed in its own version (see place_report)
+            return Location(*divmod(program_line - PLACED, _PLACED_CELL))
         if 1 <= program_line <= len(self.line_map):
             return self.line_map[program_line - 1]
         return None
@@ -198,7 +206,10 @@ class Notebook:
     def write_back(self, program: bytes | str) -> bytes:
         """The notebook's bytes with the changed cells' sources spliced in, every other byte kept."""
         text = program.decode("utf-8") if isinstance(program, bytes) else program
-        sources = self.cell_sources(text)
+        return self.splice(self.cell_sources(text))
+
+    def splice(self, sources: Mapping[int, str]) -> bytes:
+        """The notebook's bytes with these code cells' sources (number -> source) replaced."""
         out = self.text
         for number in sorted(sources, reverse=True):  # from the end: earlier spans stay valid
             cell = self.cells[number - 1]
@@ -775,3 +786,125 @@ def cell_health(findings: tuple[Any, ...], notebook: Notebook | None) -> tuple[A
                 finding = replace(finding, fix={**fix, "diff": diff})
         out.append(finding)
     return tuple(out)
+
+
+# Reports of repairs whose fixes changed a cell's line count -----------------------------------
+def place_report(report: Any, notebook: Notebook | None) -> Any:
+    """The report with every notebook location placed in the program version it was seen in.
+
+    Each attempt's lines are lines of the program its run executed: after a kept fix that adds
+    or removes lines, the later programs no longer share the first one's numbering, so one line
+    map cannot read them all. Each attempt's lines (and the last run's: health, the remaining
+    failure, where the step budget stopped it) are encoded as placed locations and its texts
+    written with their cells, by the version of its own run. A no-op when no kept fix changed
+    a line count (the common case: the first map reads every version).
+    """
+    from dataclasses import replace
+
+    if notebook is None:
+        return report
+    versions = [notebook]
+    for attempt in report.attempts:
+        current = versions[-1]
+        if attempt.fix is not None and attempt.applied:
+            current = _after_fix(current, attempt.fix.diff)
+        versions.append(current)
+    if all(len(v.line_map) == len(notebook.line_map) and v._starts == notebook._starts for v in versions):
+        return report
+    attempts = tuple(
+        _place_attempt(attempt, versions[index]) for index, attempt in enumerate(report.attempts)
+    )
+    final = versions[-1]
+    placer = _Placer(final)
+    limits = report.run_limits
+    return replace(
+        report,
+        attempts=attempts,
+        remaining=placer.failure(report.remaining) if report.remaining is not None else None,
+        health=tuple(placer.health(h) for h in report.health),
+        run_limits=replace(limits, stopped_at=placer.text(limits.stopped_at)) if limits.stopped_at else limits,
+    )
+
+
+def _after_fix(version: Notebook, diff: str) -> Notebook:
+    """The notebook after one of its per-cell diffs (``a/NB.ipynb:cell 3``)."""
+    from repairbot.output.diff import apply_patch, parse_patch
+
+    sources: dict[int, str] = {}
+    for patch in parse_patch(diff):
+        number = int(patch.path.rsplit(":cell ", 1)[1])
+        lines = split_lines(sources.get(number, version.cells[number - 1].source))
+        sources[number] = "".join(apply_patch(lines, patch))
+    return parse(version.path, version.splice(sources), version.path.name)
+
+
+class _Placer:
+    """Places one program version's lines and texts."""
+
+    def __init__(self, version: Notebook) -> None:
+        self.version = version
+        self.locator = Locator({version.path.name: version})
+
+    def line(self, line: int | None) -> int | None:
+        where = self.version.locate(line) if line else None
+        return PLACED + where.cell * _PLACED_CELL + where.line if where else line
+
+    def text(self, value: Any) -> Any:
+        return self.locator.json(value)
+
+    def frame(self, frame: Any) -> Any:
+        from dataclasses import replace
+
+        if Path(frame.file).name != self.version.path.name:
+            return frame
+        return replace(frame, line=self.line(frame.line), end_line=self.line(frame.end_line))
+
+    def failure(self, failure: Any) -> Any:
+        from dataclasses import replace
+
+        return replace(
+            failure, frames=tuple(map(self.frame, failure.frames)),
+            worker_frames=tuple(map(self.frame, failure.worker_frames)),
+        )
+
+    def span(self, span: Any) -> Any:
+        from dataclasses import replace
+
+        return replace(span, line=self.line(span.line), end_line=self.line(span.end_line))
+
+    def health(self, finding: Any) -> Any:
+        from dataclasses import replace
+
+        if not finding.file or Path(finding.file).name != self.version.path.name:
+            return finding
+        return replace(
+            finding, line=self.line(finding.line), message=self.text(finding.message),
+            evidence=self.text(dict(finding.evidence)),
+        )
+
+
+def _place_attempt(attempt: Any, version: Notebook) -> Any:
+    from dataclasses import replace
+
+    placer = _Placer(version)
+    fix = attempt.fix
+    if fix is not None:
+        site = fix.site
+        fix = replace(fix, site=replace(
+            site, span=placer.span(site.span), extra_spans=tuple(map(placer.span, site.extra_spans)),
+            summary=placer.text(site.summary), evidence=placer.text(dict(site.evidence)),
+            evidence_text=placer.text(site.evidence_text), notes=tuple(map(placer.text, site.notes)),
+        ))
+    return replace(
+        attempt,
+        failure=placer.failure(attempt.failure),
+        failure_line=placer.line(attempt.failure_line)
+        if attempt.failure_file and Path(attempt.failure_file).name == version.path.name else attempt.failure_line,
+        evidence=placer.text(dict(attempt.evidence)),
+        fix=fix,
+        declines=tuple(
+            replace(d, line=placer.line(d.line), reason=placer.text(d.reason), diagnosis=placer.text(d.diagnosis))
+            if d.file and Path(d.file).name == version.path.name else d
+            for d in attempt.declines
+        ),
+    )

@@ -354,3 +354,54 @@ def test_lines_are_counted_as_python_counts_them_and_list_items_may_hold_several
     assert after.startswith(head) and after.endswith(tail)
     middle = after[len(head):len(after) - len(tail)]
     assert middle == b'"import torch\\n",\n    "m = torch.nn.Linear(8, 2)\\n"'
+
+
+def test_a_fix_that_adds_a_line_does_not_shift_the_next_attempt_s_locations(tmp_path: Path) -> None:
+    from repairbot.output.report import render_text, report_to_json
+    from repairbot.types import (
+        Applicability, Attempt, Failure, Fix, Frame, Outcome, RepairReport, RunLimits, Site, Span, Status,
+        StopReason,
+    )
+
+    path = make_notebook(tmp_path / "nb.ipynb", [
+        ("code", "import torch\nstate = torch.load('a.pt')"), ("code", "x = 1\ny = model(x)"),
+    ])
+    nb = nbmod.load(path.resolve())
+    first = nb.program
+    fixed = first.replace("state = torch.load('a.pt')\n", "with ctx():\n    state = torch.load('a.pt')\n")
+    diff, _ = nb.diff(first, fixed, "nb.ipynb")
+
+    def attempt(n: int, line: int, fix: Fix | None) -> Attempt:
+        frame = Frame(file=str(path.resolve()), line=line, user=True, code="...")
+        return Attempt(
+            n=n, failure=Failure("RuntimeError", "boom", frames=(frame,)), failure_file="nb.ipynb",
+            failure_line=line, pattern=None, evidence={"site": f"nb.ipynb:{line}"}, fix=fix,
+            outcome=Outcome.PASSED if fix else Outcome.NOT_RUN, applied=fix is not None,
+        )
+
+    site = Site("weights-only", str(path), Span(2, 0, 2, 10), {}, "wrapped nb.ipynb:2", Applicability.SAFE)
+    # attempt 1 fails at cell 1, line 2 (program line 2); attempt 2, after the fix added a line,
+    # at cell 2, line 2: program line 5 of the fixed program (line 4 of the first one)
+    attempts = (attempt(1, 2, Fix(site, "nb.ipynb", diff, 2)), attempt(2, 5, None))
+    report = RepairReport(
+        script="nb.ipynb", status=Status.GAVE_UP, stop_reason=StopReason.NO_PATTERN, attempts=attempts, diff=diff,
+        files_modified=(), run_limits=RunLimits(stopped_at="nb.ipynb:5"), environment={}, duration_s=0.0,
+        locations=nbmod.Locator({"nb.ipynb": nb}),
+    )
+    placed = nbmod.place_report(report, nb)
+    text = render_text(placed)
+    assert "[FIXED] nb.ipynb, cell 1, line 2" in text and "at nb.ipynb, cell 1, line 2" in text
+    assert "at nb.ipynb, cell 2, line 2" in text, text
+    data = report_to_json(placed)
+    second = data["attempts"][1]["failure"]
+    assert (second["cell"], second["line"]) == (2, 2)
+    assert data["attempts"][1]["failure"]["evidence"] == {"site": "nb.ipynb, cell 2, line 2"}
+    assert data["run_limits"]["stopped_at"] == "nb.ipynb, cell 2, line 2"
+    # without the placing, the first program's map would read line 5 as past the end
+    assert nbmod.place_report(replace_attempts(report, attempts[:1]), nb).attempts[0].failure_line >= nbmod.PLACED
+
+
+def replace_attempts(report: Any, attempts: tuple[Any, ...]) -> Any:
+    from dataclasses import replace
+
+    return replace(report, attempts=attempts)
