@@ -359,7 +359,17 @@ def test_lines_are_counted_as_python_counts_them_and_list_items_may_hold_several
 def test_a_fix_that_adds_a_line_does_not_shift_the_next_attempt_s_locations(tmp_path: Path) -> None:
     from repairbot.output.report import render_text, report_to_json
     from repairbot.types import (
-        Applicability, Attempt, Failure, Fix, Frame, Outcome, RepairReport, RunLimits, Site, Span, Status,
+        Applicability,
+        Attempt,
+        Failure,
+        Fix,
+        Frame,
+        Outcome,
+        RepairReport,
+        RunLimits,
+        Site,
+        Span,
+        Status,
         StopReason,
     )
 
