@@ -8,6 +8,7 @@ verified result as the user asked: a diff (``dry_run``), the files rewritten in 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from repairbot import notebook as notebooks
 from repairbot import registry
 from repairbot.classify import Classification, candidates, classify_log, environment_problem
 from repairbot.evidence import Evidence
@@ -113,7 +115,8 @@ def _validate_script(options: FixOptions) -> Path:
         raise BadInput(f"{options.script}: cannot read: {error.strerror}") from None
     if not data.strip():
         raise BadInput(f"{options.script}: the file is empty")
-    check_syntax(script, data)
+    if not notebooks.is_notebook(script):  # a notebook's program is checked by notebooks.for_script
+        check_syntax(script, data)
     if options.max_attempts < 1:
         raise BadInput("--max-attempts must be at least 1")
     if min(options.batch_size, options.max_batches, options.max_steps) < 1:
@@ -197,6 +200,7 @@ def repair(
     """``repairbot fix``: BadInput escapes for the CLI to report (exit 2)."""
     started = time.monotonic()
     script = _validate_script(options)
+    notebook = notebooks.for_script(script, options.script)
     own_runner = runner is None
     active = runner or _runner(options)
     try:
@@ -208,7 +212,7 @@ def repair(
             batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps,
             health=not options.no_health,
         )
-        sources = Sources()
+        sources = Sources({script: notebook.program_bytes} if notebook else None)
         loop_options = LoopOptions(
             script=script,
             args=options.args,
@@ -221,15 +225,17 @@ def repair(
             patterns=chosen,
             safe_only=options.safe_only,
             env=run_environment(),
+            notebooks={script: notebook} if notebook else {},
         )
         result = RepairLoop(loop_options, active, sources, _import_check(delivery), progress).run()
     finally:
         if own_runner and isinstance(active, SubprocessRunner):
             active.close()
     scratch = str(active.scratch_root) if isinstance(active, SubprocessRunner) and options.keep_scratch else None
-    report = _report(options, script, delivery, sources, result, time.monotonic() - started, scratch)
+    report = _report(options, script, delivery, sources, result, time.monotonic() - started, scratch, notebook)
+    report = notebooks.place_report(report, notebook)  # a fix that changed a cell's line count
     if report.status is Status.FIXED and not options.dry_run:
-        report = _deliver(options, delivery, sources, result, report)
+        report = _deliver(options, delivery, sources, result, report, notebook)
     return report
 
 
@@ -239,10 +245,15 @@ def _relative(root: Path, path: Path) -> str:
 
 def _report(
     options: FixOptions, script: Path, delivery: Delivery, sources: Sources, result: LoopResult,
-    duration: float, scratch: str | None,
+    duration: float, scratch: str | None, notebook: notebooks.Notebook | None = None,
 ) -> RepairReport:
     files = sorted(result.verified, key=lambda p: _relative(delivery.root, p))
-    diffs = [unified_diff(sources.original(p), result.verified[p], _relative(delivery.root, p))[0] for p in files]
+    diffs = [
+        (notebook.diff if notebook and p == notebook.path else unified_diff)(
+            sources.original(p), result.verified[p], _relative(delivery.root, p)
+        )[0]
+        for p in files
+    ]
     evidence = result.last_run.evidence
     fixed = result.status is Status.FIXED
     return RepairReport(
@@ -257,16 +268,17 @@ def _report(
         environment=dict(evidence.environment) if evidence else {},
         duration_s=duration,
         scratch=scratch,
-        notes=result.notes,
+        notes=result.notes + (notebook.notes() if notebook else ()),
         # the failure left at the stop, unless an attempt's block already describes it
         remaining=(
             _relative_failure(delivery.root, result.remaining)
             if result.remaining is not None and not any(a.failure is result.remaining for a in result.attempts)
             else None
         ),
-        health=result.health,
+        health=notebooks.cell_health(result.health, notebook),
         strict_health=options.strict_health,
         dry_run=options.dry_run,
+        locations=notebooks.locator(notebook, delivery.root),
     )
 
 
@@ -300,27 +312,31 @@ def _commit_message(report: RepairReport) -> str:
 
 
 def _deliver(
-    options: FixOptions, delivery: Delivery, sources: Sources, result: LoopResult, report: RepairReport
+    options: FixOptions, delivery: Delivery, sources: Sources, result: LoopResult, report: RepairReport,
+    notebook: notebooks.Notebook | None = None,
 ) -> RepairReport:
+    # a notebook's verified program goes back into its JSON, only the edited cell's lines changed
+    files = notebooks.file_bytes(result.verified, notebook)
     # The files on disk must still be what the runs started from: a file edited meanwhile
     # would be overwritten with a fix of its old content.
-    for path in result.verified:
+    for path in files:
         try:
             current = path.read_bytes()
         except OSError as error:
             raise BadInput(f"{_relative(delivery.root, path)}: cannot read it back: {error.strerror}") from None
-        if current != sources.original(path):
+        if current != (notebook.data if notebook and path == notebook.path else sources.original(path)):
             raise BadInput(
                 f"{_relative(delivery.root, path)} changed on disk during the repair; nothing was written"
             )
     if options.no_branch:
         # all files or none: a read-only one is refused before anything is written
-        write_all_atomic(result.verified)
+        write_all_atomic(files)
         return report
     assert delivery.repo is not None
-    stem = options.script.stem
+    # a notebook's name often has spaces ("Part 3 - Training (Solution).ipynb"): not in a branch name
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", options.script.stem).strip("-.") or "script"
     name: str | Callable[[str], str] = options.branch or (lambda sha: f"repairbot/fix-{stem}-{sha[:8]}")
-    branch, commit = git.commit_on_new_branch(delivery.repo, result.verified, _commit_message(report), name)
+    branch, commit = git.commit_on_new_branch(delivery.repo, files, _commit_message(report), name)
     return replace(report, branch=branch, commit=commit)
 
 
@@ -354,6 +370,7 @@ def doctor(
     started = time.monotonic()
     fix_options = options.as_fix()
     script = _validate_script(fix_options)
+    notebook = notebooks.for_script(script, options.script)
     root = _delivery(fix_options, script).root
     limits = Limits(batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps)
     own_runner = runner is None
@@ -366,13 +383,14 @@ def doctor(
         run = active.run(RunRequest(
             script=script, args=options.args, cwd=options.cwd.resolve(), python=options.python,
             limits=limits, timeout=options.timeout, env=run_environment(),
+            overlay={script: notebook.program_bytes} if notebook else {},
         ))
     finally:
         if own_runner and isinstance(active, SubprocessRunner):
             active.close()
     if run.status is RunStatus.HARNESS_ERROR:
         raise BadInput(run.harness_error or "the tracing harness could not start")
-    sources = Sources()
+    sources = Sources({script: notebook.program_bytes} if notebook else None)
     health = collect_health(
         (run.evidence.health or ()) if run.evidence is not None else (), root, sources.current
     )
@@ -391,9 +409,11 @@ def doctor(
         environment=dict(evidence.environment) if evidence else {},
         duration_s=time.monotonic() - started,
         scratch=scratch,
-        notes=("the run reached the time limit",) if run.status is RunStatus.TIMEOUT else (),
-        health=health,
+        notes=(("the run reached the time limit",) if run.status is RunStatus.TIMEOUT else ())
+        + (notebook.notes() if notebook else ()),
+        health=notebooks.cell_health(health, notebook),
         command="doctor",
+        locations=notebooks.locator(notebook, root),
     )
 
 

@@ -20,6 +20,7 @@ from repairbot.classify import Candidate, candidates, environment_problem
 from repairbot.evidence import Evidence
 from repairbot.lint.engine import FixLevel, apply_edit, lint_bytes, package_of
 from repairbot.lint.registry import rules_by_id
+from repairbot.notebook import Notebook
 from repairbot.output.diff import unified_diff
 from repairbot.pattern import Pattern, TransformError
 from repairbot.sources import SourceError, Sources, relative_path
@@ -53,6 +54,8 @@ class LoopOptions:
     patterns: tuple[Pattern, ...]
     safe_only: bool = False
     env: dict[str, str] = field(default_factory=dict)
+    # notebooks among the user's files: each runs, and is fixed, as its cells' Python program
+    notebooks: Mapping[Path, Notebook] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,7 @@ class RepairLoop:
                 python=self.options.python,
                 limits=limits or self.limits,
                 timeout=self.options.timeout,
-                overlay=dict(overlay),
+                overlay={**{p: nb.program_bytes for p, nb in self.options.notebooks.items()}, **overlay},
                 env=self.options.env,
                 probes=self.probes | probes,
             )
@@ -353,13 +356,18 @@ class RepairLoop:
             raise TransformError("the rewrite changed nothing")
         # a fix must leave a file the interpreter accepts and LibCST can edit again
         compile(new_bytes, str(path), "exec", dont_inherit=True)
+        notebook = self.options.notebooks.get(path)
+        if notebook is not None:
+            notebook.check_edit(new_bytes)  # one cell, no IPython line: or it could not be written back
         self.sources.module(path, new_bytes)
         return new_bytes
 
     def _fix(self, site: Site, new_bytes: bytes) -> Fix:
         path = Path(site.file)
         rel = self._relative(site.file)
-        diff, changed = unified_diff(self.sources.current(path), new_bytes, rel)
+        notebook = self.options.notebooks.get(path)
+        differ = notebook.diff if notebook is not None else unified_diff
+        diff, changed = differ(self.sources.current(path), new_bytes, rel)
         return Fix(site=site, file=rel, diff=diff, changed_lines=changed)
 
     def _judge(self, before: RunResult, after: RunResult, key: tuple[str, ...] | None) -> tuple[Outcome, bool]:

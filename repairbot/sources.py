@@ -114,10 +114,14 @@ def check_syntax(path: Path, data: bytes) -> None:
 
 
 class Sources:
-    """Original bytes, candidate bytes and parsed modules of the files a repair touches."""
+    """Original bytes, candidate bytes and parsed modules of the files a repair touches.
 
-    def __init__(self) -> None:
-        self._original: dict[Path, bytes] = {}
+    ``programs``: files that run as another text (a notebook runs as the Python program of its
+    code cells, see repairbot/notebook.py): their "bytes" here are the program's.
+    """
+
+    def __init__(self, programs: Mapping[Path, bytes] | None = None) -> None:
+        self._original: dict[Path, bytes] = {p.resolve(): data for p, data in (programs or {}).items()}
         self._current: dict[Path, bytes] = {}
         self._modules: dict[tuple[Path, str], cst.Module] = {}
         self._wrappers: dict[tuple[Path, str], MetadataWrapper] = {}

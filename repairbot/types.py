@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 class Applicability(enum.StrEnum):
@@ -212,6 +212,14 @@ class RunLimits:
     stopped_at: str | None = None
 
 
+class Locations(Protocol):
+    """Where a report's lines really are (a notebook's program lines as cells and their lines)."""
+
+    def text(self, rendered: str) -> str: ...
+
+    def json(self, value: Any) -> Any: ...
+
+
 @dataclass(frozen=True)
 class RepairReport:
     script: str
@@ -234,6 +242,7 @@ class RepairReport:
     command: str = "fix"  # fix | doctor (doctor: one traced run, health checks only)
     strict_health: bool = False  # --strict-health: findings make the exit code 1
     dry_run: bool = False  # --dry-run: files_modified are the files the diff would change
+    locations: Locations | None = None  # notebooks' lines by cell (repairbot.notebook.Locator); not in the JSON
 
     @property
     def exit_code(self) -> int:

@@ -32,7 +32,8 @@ from tests.test_reports import check_markdown, check_sarif, validate_report, val
 pytestmark = pytest.mark.torch
 
 # health_* fixtures (a `health` key) are silent bugs, not crashes: tests/test_health.py runs them
-FIXTURES = [f for f in fixtures() if "health" not in f.config]
+# notebook_* fixtures (a .ipynb script) run under tests/test_notebook_fixtures.py
+FIXTURES = [f for f in fixtures() if "health" not in f.config and not f.config.get("script", "").endswith(".ipynb")]
 
 
 def prepare(fixture: Fixture, tmp_path: Path) -> Path:

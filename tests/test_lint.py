@@ -450,7 +450,7 @@ def test_pre_commit_hooks_definition() -> None:
     assert [h["id"] for h in hooks] == ["repairbot-lint", "repairbot-lint-fix"]
     for hook in hooks:
         assert {"id", "name", "entry", "language"} <= set(hook)
-        assert hook["language"] == "python" and hook["types"] == ["python"] and hook["require_serial"] is True
+        assert hook["language"] == "python" and hook["types_or"] == ["python", "jupyter"] and hook["require_serial"] is True
         assert hook["entry"].split()[:2] == ["repairbot", "lint"]
 
 

@@ -75,6 +75,9 @@ class Finding:
     message: str
     fix: str  # safe | unsafe | none
     edit: Edit | None = None  # the fix alone, when asked for (SARIF)
+    # In a notebook: the code cell (line and edit are then within it) and the .ipynb file's line
+    cell: int | None = None
+    source_line: int | None = None
 
 
 @dataclass(frozen=True)
@@ -334,6 +337,10 @@ def _parse_error(display: str, data: bytes, error: Exception) -> Finding:
 def lint_file(
     path: Path, display: str, rules: Sequence[type[LintRule]], fix: FixLevel = FixLevel.NONE, edits: bool = False,
 ) -> FileResult:
+    if path.suffix == ".ipynb":
+        from repairbot.notebook import lint_notebook
+
+        return lint_notebook(path, display, rules, fix, edits, package_of(path.absolute().parent))  # type: ignore[no-any-return]
     try:
         data = path.read_bytes()
     except OSError as error:

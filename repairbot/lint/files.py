@@ -1,6 +1,6 @@
 """Which files ``repairbot lint PATH...`` checks.
 
-A folder is searched for ``*.py`` files, leaving out what ``.gitignore`` files ignore (those in
+A folder is searched for ``*.py`` files and Jupyter notebooks (``*.ipynb``), leaving out what ``.gitignore`` files ignore (those in
 the folder and below it, and those of its parent folders up to the repository's top, plus
 ``.git/info/exclude``), the usual tool and environment folders (``.git``, ``.venv``,
 ``site-packages``, ``node_modules``...) below it, and what ``exclude`` lists in the
@@ -251,7 +251,7 @@ def _walk(folder: Path, chain: list[IgnoreFile], config: Config, named: Path) ->
             if entry.name in DEFAULT_EXCLUDES or _ignored(chain, path, True) or config.excludes(path, True, named):
                 continue
             yield from _walk(path, chain, config, named)
-        elif is_file and entry.name.endswith(".py"):
+        elif is_file and entry.name.endswith((".py", ".ipynb")):
             if _ignored(chain, path, False) or config.excludes(path, False, named):
                 continue
             yield path

@@ -31,6 +31,7 @@ FINDINGS_SCHEMA: dict[str, Any] = {
         "required": ["path", "line", "column", "rule", "message", "fix"],
         "properties": {
             "path": {"type": "string", "minLength": 1},
+            "cell": {"type": "integer", "minimum": 1, "description": "In a notebook: the code cell; line is within it."},
             "line": {"type": "integer", "minimum": 1},
             "column": {"type": "integer", "minimum": 1},
             "rule": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"},
@@ -46,10 +47,17 @@ def _plural(count: int, word: str) -> str:
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:
+    cell = {"cell": finding.cell} if finding.cell is not None else {}
     return {
-        "path": finding.path, "line": finding.line, "column": finding.column,
+        "path": finding.path, **cell, "line": finding.line, "column": finding.column,
         "rule": finding.rule, "message": finding.message, "fix": finding.fix,
     }
+
+
+def _where(finding: Finding) -> str:
+    """``path:line:col``; ``NB.ipynb:cell 4:2:5`` in a notebook (as ruff writes it)."""
+    cell = f":cell {finding.cell}" if finding.cell is not None else ""
+    return f"{cell}:{finding.line}:{finding.column}"
 
 
 def render_json(report: LintReport) -> str:
@@ -66,7 +74,7 @@ def render_text(report: LintReport, color: bool = False) -> str:
     def line(f: Finding) -> str:
         if f.rule == PARSE_ERROR:
             return f"{paint(f.path, '1')}: {paint(f.message, '1;31')} (line {f.line}, column {f.column})\n"
-        return f"{paint(f.path, '1')}:{f.line}:{f.column}: {paint(f.rule, '1;31')} {f.message}\n"
+        return f"{paint(f.path, '1')}{_where(f)}: {paint(f.rule, '1;31')} {f.message}\n"
 
     return "".join(map(line, report.findings))
 
@@ -121,6 +129,14 @@ def render_github(report: LintReport) -> str:
     """GitHub Actions workflow commands: one annotation per finding, on its file and line."""
     lines = []
     for f in report.findings:
+        if f.cell is not None:  # a notebook: the annotation goes on the .ipynb's own line
+            properties = ",".join([
+                f"file={_escape_property(f.path)}", f"line={f.source_line or 1}",
+                f"title={_escape_property(f'repairbot {f.rule} (cell {f.cell}, line {f.line})')}",
+            ])
+            text = f"{f.rule}: cell {f.cell}, line {f.line}, column {f.column}: {f.message}"
+            lines.append(f"::warning {properties}::{_escape_data(text)}\n")
+            continue
         properties = ",".join([
             f"file={_escape_property(f.path)}", f"line={f.line}", f"col={f.column}",
             f"endLine={f.end_line}", f"endColumn={f.end_column}", f"title={_escape_property('repairbot ' + f.rule)}",
@@ -168,6 +184,10 @@ def _sarif_result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
         }}],
         "properties": {"fix": finding.fix},
     }
+    if finding.cell is not None:  # a notebook: lines are the code cell's (ruff's convention)
+        result["locations"][0]["properties"] = {"cell": finding.cell}
+        result["properties"]["cell"] = finding.cell
+        result["message"]["text"] = f"cell {finding.cell}: {finding.message}"
     if finding.edit is not None:
         edit = finding.edit
         replacement: dict[str, Any] = {

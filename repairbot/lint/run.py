@@ -28,6 +28,7 @@ from repairbot.lint.engine import (
 from repairbot.lint.files import discover
 from repairbot.lint.registry import all_rules, rules_by_id, select
 from repairbot.lint.rule import LintRule
+from repairbot.notebook import file_diff
 from repairbot.output.diff import unified_diff
 from repairbot.sources import write_atomic
 from repairbot.types import BadInput
@@ -180,7 +181,10 @@ def run_lint(options: LintOptions) -> LintReport:
         path = paths[result.path]
         fixed_files.append(result.path)
         if options.diff:
-            diffs.append(unified_diff(path.read_bytes(), result.new_data, result.path)[0])
+            if path.suffix == ".ipynb":  # per cell, as ruff shows it
+                diffs.append(file_diff(path, path.read_bytes(), result.new_data, result.path))
+            else:
+                diffs.append(unified_diff(path.read_bytes(), result.new_data, result.path)[0])
         else:
             write_atomic(path, result.new_data)
     return LintReport(

@@ -498,4 +498,5 @@ def render_markdown(report: RepairReport, root: Path | None = None) -> str:
             else "The verified fixes of the earlier failures (not applied: the repair gave up later):"
         )
         head.append(_diff_section(report.diff, MAX_BYTES - used - len(caption), caption))
-    return "\n\n".join([*head, *tail]) + "\n"
+    text = "\n\n".join([*head, *tail]) + "\n"
+    return report.locations.text(text) if report.locations else text

@@ -125,7 +125,8 @@ def render_text(report: RepairReport) -> str:
         notes.append(f"Run stopped by the step budget at {report.run_limits.stopped_at} (counts as passing)")
     body = "\n\n".join(blocks)
     tail = "\n".join([*notes, status])
-    return f"{body}\n\n{tail}\n" if body else f"{tail}\n"
+    text = f"{body}\n\n{tail}\n" if body else f"{tail}\n"
+    return report.locations.text(text) if report.locations else text
 
 
 def modified_files(report: RepairReport) -> str:
@@ -281,4 +282,4 @@ def report_to_json(report: RepairReport) -> dict[str, Any]:
             "file": frame.file if frame else None,
             "line": frame.line if frame else None,
         }
-    return _jsonable(data)  # type: ignore[no-any-return]
+    return report.locations.json(_jsonable(data)) if report.locations else _jsonable(data)  # type: ignore[no-any-return]

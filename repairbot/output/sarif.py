@@ -416,4 +416,6 @@ def render_sarif(report: RepairReport, patterns: Iterable[Pattern], root: Path |
     if root is not None:
         run["originalUriBaseIds"] = {ROOT_ID: {"uri": root.resolve().as_uri() + "/"}}
     log = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
+    if report.locations:
+        log = report.locations.json(log)
     return json.dumps(log, indent=2) + "\n"
