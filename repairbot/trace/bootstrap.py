@@ -20,6 +20,7 @@ What it does, driven by the JSON config the parent wrote:
   evidence (exception, frames, the failing module, locals of user frames) as JSON.
 """
 
+import ast
 import base64
 import builtins
 import hashlib
@@ -171,25 +172,33 @@ def _short_site(record):
 
 
 class OverlayLoader:
-    """Loads a user module from overlay bytes instead of the file on disk."""
+    """Loads a user module from overlay bytes (or its file) with its loops instrumented."""
 
     def __init__(self, fullname, path, source):
         self.name = fullname
         self.path = path
-        self.source = source
+        self.source = source  # None: read the file when the module runs
 
     def create_module(self, spec):
         return None
 
+    def _source(self):
+        if self.source is None:
+            with _real_open(self.path, "rb") as handle:
+                self.source = handle.read()
+        return self.source
+
+    def get_code(self, fullname):
+        return LOOPS.compile(self._source(), self.path)
+
     def exec_module(self, module):
         module.__file__ = self.path
-        code = compile(self.source, self.path, "exec", dont_inherit=True)
-        exec(code, module.__dict__)
+        exec(self.get_code(self.name), module.__dict__)
 
     def get_source(self, fullname):
         import importlib.util
 
-        return importlib.util.decode_source(self.source)
+        return importlib.util.decode_source(self._source())
 
     def get_filename(self, fullname):
         return self.path
@@ -199,7 +208,7 @@ class OverlayLoader:
 
 
 class OverlayFinder:
-    """A meta path finder that swaps the loader of overlaid user modules."""
+    """A meta path finder that swaps the loader of the user's modules (overlaid or not)."""
 
     def __init__(self, overlay):
         self.overlay = overlay
@@ -211,9 +220,9 @@ class OverlayFinder:
         if spec is None or not spec.origin:
             return None
         origin = os.path.abspath(spec.origin)
-        if origin not in self.overlay:
+        if origin not in self.overlay and not (origin.endswith(".py") and OWNERSHIP.is_user_file(origin)):
             return None
-        spec.loader = OverlayLoader(fullname, origin, self.overlay[origin])
+        spec.loader = OverlayLoader(fullname, origin, self.overlay.get(origin))
         spec.cached = None
         return spec
 
@@ -233,8 +242,7 @@ def install_overlay(overlay):
         lines = text.splitlines(True)
         # mtime None: linecache keeps the overlay's lines and never rereads the disk
         linecache.cache[path] = (len(text), None, lines, path)
-    if overlay:
-        sys.meta_path.insert(0, OverlayFinder(overlay))
+    sys.meta_path.insert(0, OverlayFinder(overlay))
 
 
 # --------------------------------------------------------------------------------------------
@@ -539,11 +547,13 @@ class RunState:
         self.max_steps = int(limits.get("max_steps", 20))
         self.forced = []  # what the limits changed, with where
         self.active_loaders = 0
+        self.passes = []  # the DataLoader passes under way: {"driven": pulled by a loop header}
         self.steps = 0
         self.free_steps = 0  # steps taken while no DataLoader was being iterated
         self.batches = 0
         self.forwards = 0
         self.loaders_cut = 0
+        self.last_batches = []  # DataLoaders whose passes end with the real run's last batch
         self.linears = []  # records, in construction order
         self.linear_index = weakref.WeakKeyDictionary()
         self.module_sites = weakref.WeakKeyDictionary()
@@ -577,6 +587,246 @@ STATE = None
 
 
 # --------------------------------------------------------------------------------------------
+# The step budget: a hand-written loop is left after max_steps optimizer steps
+#
+# The user's files are compiled from an AST in which every ``for``/``while`` body starts with
+# ``if __repairbot_leaving__ and __repairbot_leave__(ID): break`` (same line numbers, nothing
+# on disk changes; one builtins lookup per iteration while no leave is pending). When the
+# budget is spent, the loops that hold the step (in its frame, and the loops of the calling
+# frames that hold the call) are marked; each breaks at the start of its next iteration, so
+# the iteration that took the step finishes and the script goes on after the outermost one:
+# evaluation, plotting, sampling, saving all run. A break is a real ``break``: ``with`` blocks
+# and ``finally`` clauses run, ``for ... else`` does not.
+
+
+class LoopRecord:
+    __slots__ = ("id", "file", "line", "end_line", "body_line", "kind", "scope")
+
+    def __init__(self, id, file, line, end_line, body_line, kind, scope):
+        self.id, self.file, self.line, self.end_line = id, file, line, end_line
+        self.body_line, self.kind, self.scope = body_line, kind, scope
+
+    def contains(self, line):
+        return self.line <= line <= self.end_line
+
+    def where(self):
+        return "%s:%d" % (self.file, self.line)
+
+
+class LoopTable:
+    """Every loop of the user's files that the harness compiled, and their scopes."""
+
+    def __init__(self):
+        self.records = []  # by loop id
+        self.by_file = {}  # file -> [LoopRecord] of its latest compilation
+        self.scopes = {}  # file -> [(start, end, scope id)]
+
+    def compile(self, source, filename):
+        """The code object of ``source`` with its loops instrumented (plain if it does not parse)."""
+        try:
+            tree = ast.parse(source, filename)
+        except (SyntaxError, ValueError):
+            return compile(source, filename, "exec", dont_inherit=True)
+        self.by_file[filename], self.scopes[filename] = [], []
+        _LoopInstrumenter(self, filename).visit(tree)
+        ast.fix_missing_locations(tree)
+        return compile(tree, filename, "exec", dont_inherit=True)
+
+    def scope_of(self, file, line):
+        best = None
+        for start, end, scope in self.scopes.get(file, ()):
+            if start <= line <= end and (best is None or start >= best[0]):
+                best = (start, scope)
+        return best[1] if best else 0
+
+    def loops_at(self, file, line):
+        """The loops of the frame's own scope that hold ``line``, outermost first."""
+        loops = self.by_file.get(file)
+        if not loops:
+            return []
+        scope = self.scope_of(file, line)
+        return [loop for loop in loops if loop.scope == scope and loop.contains(line)]
+
+    def header_at(self, file, line):
+        """The loop whose header (``for ... in ...:``, ``while ...:``) is ``line``, if any."""
+        for loop in self.by_file.get(file, ()):
+            if loop.line <= line < max(loop.body_line, loop.line + 1):
+                return loop
+        return None
+
+
+class _LoopInstrumenter(ast.NodeTransformer):
+    def __init__(self, table, filename):
+        self.table, self.filename = table, filename
+        self.scope = 0
+
+    def _scoped(self, node):
+        outer = self.scope
+        scopes = self.table.scopes[self.filename]
+        self.scope = len(scopes) + 1
+        scopes.append((node.lineno, getattr(node, "end_lineno", None) or node.lineno, self.scope))
+        self.generic_visit(node)
+        self.scope = outer
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _scoped
+
+    def _loop(self, node):
+        record = LoopRecord(
+            len(self.table.records), self.filename, node.lineno,
+            getattr(node, "end_lineno", None) or node.body[-1].lineno, node.body[0].lineno,
+            "for" if isinstance(node, ast.For) else "while", self.scope,
+        )
+        self.table.records.append(record)
+        self.table.by_file[self.filename].append(record)
+        self.generic_visit(node)
+        first = node.body[0]
+        check = ast.If(
+            test=ast.BoolOp(op=ast.And(), values=[
+                ast.Name(id="__repairbot_leaving__", ctx=ast.Load()),
+                ast.Call(func=ast.Name(id="__repairbot_leave__", ctx=ast.Load()),
+                         args=[ast.Constant(value=record.id)], keywords=[]),
+            ]),
+            body=[ast.Break()], orelse=[],
+        )
+        for sub in ast.walk(check):
+            ast.copy_location(sub, first)
+        node.body.insert(0, check)
+        return node
+
+    visit_For = visit_While = _loop
+
+
+LOOPS = LoopTable()
+
+
+def _first_user_frame(frame):
+    while frame is not None and not OWNERSHIP.is_user_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def _is_statement_frame(frame):
+    name = frame.f_code.co_name
+    return not (name.startswith("<") and name != "<module>")  # comprehensions, lambdas
+
+
+class StepBudget:
+    """Counts optimizer steps outside DataLoader passes; leaves the loop that holds them at
+    ``max_steps``. A loop gets its own budget: the key is the outermost user loop on the stack."""
+
+    def __init__(self, state):
+        self.state = state
+        self.key = None  # (frame, loop id) of the loop whose steps are being counted
+        self.count = 0
+        self.pending = {}  # id(frame) -> (frame, set of loop ids to leave)
+        self.left = []  # reported: the loops left early, where, after how many steps
+        self.loose = 0  # steps with no user loop around them (a library's own loop)
+
+    def chain(self, frame):
+        """(frame, loops holding its current line) for each user frame, innermost first."""
+        chain = []
+        while frame is not None:
+            code = frame.f_code
+            if OWNERSHIP.is_user_file(code.co_filename) and _is_statement_frame(frame):
+                loops = LOOPS.loops_at(code.co_filename, frame.f_lineno)
+                if loops:
+                    chain.append((frame, loops))
+            frame = frame.f_back
+        return chain
+
+    def on_step(self, frame):
+        state = self.state
+        if self.in_loader_pass():
+            return
+        state.free_steps += 1
+        chain = self.chain(frame)
+        if not chain:
+            self.loose += 1
+            if state.step_budget and self.loose >= state.max_steps:
+                # no loop of the user's to leave: the run ends here, and it is not a pass
+                state.stopped_at = user_call_site()
+                finish(outcome="stopped", exit_code=0)
+            return
+        outer_frame, outer_loops = chain[-1]
+        key = (outer_frame, outer_loops[0].id)
+        if self.key is None or self.key[0] is not key[0] or self.key[1] != key[1]:
+            self.key, self.count = key, 0
+        self.count += 1
+        if state.step_budget and self.count >= state.max_steps:
+            self.leave(chain)
+
+    def leave(self, chain):
+        import builtins as _builtins
+
+        site = _short_site(user_call_site())
+        for frame, loops in chain:
+            entry = self.pending.get(id(frame))
+            if entry is None or entry[0] is not frame:
+                entry = self.pending[id(frame)] = (frame, set())
+            for loop in loops:
+                if loop.id in entry[1]:
+                    continue
+                entry[1].add(loop.id)
+                if not any(item["loop"] == loop.where() and item["frame"] == id(frame) for item in self.left):
+                    self.left.append({"loop": loop.where(), "kind": loop.kind, "step": site,
+                                      "steps": self.count, "frame": id(frame), "left": False})
+        _builtins.__repairbot_leaving__ = True
+
+    def check(self, loop_id):
+        """``__repairbot_leave__``: does the calling frame leave loop ``loop_id`` now?"""
+        import builtins as _builtins
+
+        frame = sys._getframe(1)
+        entry = self.pending.get(id(frame))
+        if entry is None or entry[0] is not frame or loop_id not in entry[1]:
+            return False
+        entry[1].discard(loop_id)
+        if not entry[1]:
+            del self.pending[id(frame)]
+        if not self.pending:
+            _builtins.__repairbot_leaving__ = False
+        where = LOOPS.records[loop_id].where()
+        for item in self.left:
+            if item["loop"] == where and item["frame"] == id(frame):
+                item["left"] = True
+        self.key, self.count = None, 0
+        return True
+
+    def in_loader_pass(self):
+        """A DataLoader pass driven by a loop (``for batch in loader``) is bounded by the cut;
+        a kept iterator (``next(it)``) is not."""
+        return any(cut_pass["driven"] for cut_pass in self.state.passes)
+
+    def report(self):
+        return [{k: v for k, v in item.items() if k != "frame"} for item in self.left]
+
+
+BUDGET = None
+
+
+def install_step_budget(state):
+    global BUDGET
+    import builtins as _builtins
+
+    BUDGET = StepBudget(state)
+    _builtins.__repairbot_leaving__ = False
+    _builtins.__repairbot_leave__ = BUDGET.check
+    return BUDGET
+
+
+def _pass_is_driven(frame):
+    """Was this batch pulled by a loop's header (or by library code iterating for the user)?"""
+    while frame is not None and os.path.abspath(frame.f_code.co_filename) == _THIS_FILE:
+        frame = frame.f_back
+    if frame is None:
+        return True
+    if not OWNERSHIP.is_user_file(frame.f_code.co_filename):
+        return True  # tqdm, enumerate in a library, a trainer's own loop: bounded by the pass
+    return LOOPS.header_at(frame.f_code.co_filename, frame.f_lineno) is not None
+
+
+# --------------------------------------------------------------------------------------------
 # Probes on torch
 
 
@@ -607,10 +857,32 @@ def install_argparse_probe(state):
     argparse._ActionsContainer.add_argument = add_argument
 
 
+class _CutBatches(object):
+    """A cut pass's batches: the first ``max_batches`` at the loader's batch size, then the real
+    run's last, partial batch (``last`` samples), taken from the end of the pass's order."""
+
+    def __init__(self, sampler, batch_size, max_batches, last):
+        self.sampler, self.batch_size = sampler, batch_size
+        self.max_batches, self.last = max_batches, last
+
+    def __iter__(self):
+        order = list(self.sampler)
+        split = max(0, len(order) - self.last)
+        for start in range(0, min(split, self.max_batches * self.batch_size), self.batch_size):
+            yield order[start:min(start + self.batch_size, split)]
+        if split < len(order):
+            yield order[split:]
+
+    def __len__(self):
+        size = len(self.sampler)
+        split = max(0, size - self.last)
+        return min(-(-split // self.batch_size), self.max_batches) + (1 if split < size else 0)
+
+
 def install_torch_probes(state, torch):
     import inspect
 
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, IterableDataset
 
     state.torch = torch
 
@@ -619,22 +891,42 @@ def install_torch_probes(state, torch):
     init_signature = inspect.signature(real_init)
 
     def dataloader_init(self, *args, **kwargs):
-        if state.force_batch:
-            try:
-                bound = init_signature.bind(self, *args, **kwargs)
-            except TypeError:
-                bound = None
-            if bound is not None:
-                batch_size = bound.arguments.get("batch_size", 1)
-                if (bound.arguments.get("batch_sampler") is None and isinstance(batch_size, int)
-                        and not isinstance(batch_size, bool) and batch_size > state.batch_size):
-                    bound.arguments["batch_size"] = state.batch_size
-                    state.forced.append({
-                        "what": "DataLoader batch_size %d -> %d" % (batch_size, state.batch_size),
-                        "site": _short_site(user_call_site()),
-                    })
-                    args, kwargs = bound.args[1:], bound.kwargs
-        return real_init(self, *args, **kwargs)
+        try:
+            bound = init_signature.bind(self, *args, **kwargs)
+        except TypeError:
+            bound = None
+        own_batch = bound.arguments.get("batch_size", 1) if bound is not None else None
+        if state.force_batch and bound is not None:
+            batch_size = own_batch
+            if (bound.arguments.get("batch_sampler") is None and isinstance(batch_size, int)
+                    and not isinstance(batch_size, bool) and batch_size > state.batch_size):
+                bound.arguments["batch_size"] = state.batch_size
+                state.forced.append({
+                    "what": "DataLoader batch_size %d -> %d" % (batch_size, state.batch_size),
+                    "site": _short_site(user_call_site()),
+                })
+                args, kwargs = bound.args[1:], bound.kwargs
+        real_init(self, *args, **kwargs)
+        if state.cut_batches and bound is not None and bound.arguments.get("batch_sampler") is None:
+            _plan_last_batch(self, own_batch, bool(bound.arguments.get("drop_last", False)))
+
+    def _plan_last_batch(loader, own_batch, drop_last):
+        """The real run's last batch (len(dataset) % its batch size) ends every cut pass."""
+        if drop_last or not isinstance(own_batch, int) or isinstance(own_batch, bool) or own_batch < 1:
+            return
+        if not getattr(loader, "_auto_collation", False) or isinstance(loader.dataset, IterableDataset):
+            return
+        try:
+            size = len(loader.dataset)
+        except Exception:
+            return
+        last = size % own_batch
+        if not last:
+            return
+        sampler = _CutBatches(loader.sampler, loader.batch_size, state.max_batches, last)
+        object.__setattr__(loader, "batch_sampler", sampler)  # DataLoader refuses a plain setattr
+        state.last_batches.append({"size": last, "dataset": size, "batch_size": own_batch,
+                                   "site": _short_site(user_call_site())})
 
     DataLoader.__init__ = dataloader_init
 
@@ -643,6 +935,8 @@ def install_torch_probes(state, torch):
 
     def cut(iterator, limit):
         state.active_loaders += 1
+        current = {"driven": False}
+        state.passes.append(current)
         try:
             taken = 0
             while limit is None or taken < limit:
@@ -653,17 +947,21 @@ def install_torch_probes(state, torch):
                 taken += 1
                 state.batches += 1
                 state.heartbeat()
+                current["driven"] = _pass_is_driven(sys._getframe(1))
                 yield batch
             state.loaders_cut += 1
         finally:
             state.active_loaders -= 1
+            state.passes.remove(current)
 
     def dataloader_iter(self):
+        if isinstance(self.batch_sampler, _CutBatches):
+            return cut(real_iter(self), None)  # its batch sampler ends the pass
         return cut(real_iter(self), state.max_batches if state.cut_batches else None)
 
     def dataloader_len(self):
         length = real_len(self)
-        if state.cut_batches:
+        if state.cut_batches and not isinstance(self.batch_sampler, _CutBatches):
             return min(length, state.max_batches)
         return length
 
@@ -671,15 +969,12 @@ def install_torch_probes(state, torch):
     DataLoader.__len__ = dataloader_len
 
     # Optimizer steps: the budget for hand-written loops ------------------------------------
+    budget = BUDGET or install_step_budget(state)
+
     def step_post_hook(optimizer, args, kwargs):
         state.steps += 1
         state.heartbeat()
-        if state.active_loaders:
-            return
-        state.free_steps += 1
-        if state.step_budget and state.free_steps >= state.max_steps:
-            state.stopped_at = user_call_site()
-            finish(outcome="stopped", exit_code=0)
+        budget.on_step(sys._getframe(1))
 
     try:
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -1751,7 +2046,8 @@ def write_evidence(outcome, exit_code, exception=None):
             "batch_size": STATE.batch_size, "max_batches": STATE.max_batches,
             "max_steps": STATE.max_steps, "forced": STATE.forced, "steps": STATE.steps,
             "free_steps": STATE.free_steps, "batches": STATE.batches,
-            "loaders_cut": STATE.loaders_cut,
+            "loaders_cut": STATE.loaders_cut, "last_batches": STATE.last_batches,
+            "left_loops": BUDGET.report() if BUDGET is not None else [],
         } if STATE else None,
         "progress": STATE.progress() if STATE else None,
         "linears": STATE.linears if STATE else [],
@@ -1859,6 +2155,8 @@ def run(config_path):
             install_unsafe_globals_probe(STATE, torch)
         if CONFIG.get("limits", {}).get("health", True):
             install_health_probes(STATE, torch)
+    if BUDGET is None:
+        install_step_budget(STATE)
     install_argparse_probe(STATE)
     if "target-size-warning" in STATE.probes:
         install_target_size_probe()
@@ -1885,7 +2183,7 @@ def run(config_path):
     if CONFIG.get("guard_files", True):
         install_file_guard(CONFIG["scratch"], CONFIG["created_log"], torch)
     try:
-        code = compile(source, script, "exec", dont_inherit=True)
+        code = LOOPS.compile(source, script)
         if recorder is not None:
             with recorder:
                 exec(code, main_module.__dict__)
