@@ -249,6 +249,47 @@ def install_overlay(overlay):
 # The file guard: pre-existing files are never altered or deleted
 
 
+_real_stat = os.stat
+_real_lstat = os.lstat
+_real_listdir = os.listdir
+_real_scandir = os.scandir
+_real_rmdir = os.rmdir
+
+
+def _r_lexists(path):
+    try:
+        _real_lstat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _r_isfile(path):
+    import stat as _stat
+
+    try:
+        return _stat.S_ISREG(_real_stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _r_isdir(path):
+    import stat as _stat
+
+    try:
+        return _stat.S_ISDIR(_real_stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+class _suppress_os_error(object):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        return kind is not None and issubclass(kind, OSError)
+
+
 class FileGuard:
     """Redirects writes to pre-existing files into shadow copies; logs created files.
 
@@ -282,16 +323,16 @@ class FileGuard:
         return real.startswith(self.scratch)
 
     def is_deleted(self, real):
-        return os.path.lexists(self.deleted_marker(real))
+        return _r_lexists(self.deleted_marker(real))
 
     def has_shadow(self, real):
-        return os.path.lexists(self.shadow(real))
+        return _r_lexists(self.shadow(real))
 
     def is_protected(self, real):
         """Existed before the run (and was not created by it)."""
         if self.owns(real) or real in self.created:
             return False
-        return self.has_shadow(real) or self.is_deleted(real) or os.path.lexists(real)
+        return self.has_shadow(real) or self.is_deleted(real) or _r_lexists(real)
 
     # bookkeeping ------------------------------------------------------------------------
     def log_created(self, real, kind="f"):
@@ -304,7 +345,7 @@ class FileGuard:
 
     def _ensure_parent(self, path):
         parent = os.path.dirname(path)
-        if parent and not os.path.isdir(parent):
+        if parent and not _r_isdir(parent):
             os.makedirs(parent)
 
     def mark_deleted(self, real):
@@ -313,13 +354,13 @@ class FileGuard:
         with _real_open(marker, "w"):
             pass
         shadow = self.shadow(real)
-        if os.path.lexists(shadow):
+        if _r_lexists(shadow):
             os.remove(shadow)
         self.suppressed_deletes.add(real)
 
     def unmark_deleted(self, real):
         marker = self.deleted_marker(real)
-        if os.path.lexists(marker):
+        if _r_lexists(marker):
             os.remove(marker)
 
     # decisions --------------------------------------------------------------------------
@@ -338,14 +379,14 @@ class FileGuard:
             return real
         if self.is_protected(real):
             shadow = self.shadow(real)
-            if not os.path.lexists(shadow):
+            if not _r_lexists(shadow):
                 self._ensure_parent(shadow)
-                if keep_content and not self.is_deleted(real) and os.path.isfile(real):
+                if keep_content and not self.is_deleted(real) and _r_isfile(real):
                     shutil.copyfile(real, shadow)
                 self.shadowed.add(real)
             self.unmark_deleted(real)
             return shadow
-        if not os.path.lexists(real):
+        if not _r_lexists(real):
             self.log_created(real)
         return real
 
@@ -369,7 +410,7 @@ def guarded_open(file, mode="r", *args, **kwargs):
     if GUARD is not None and _is_path(file):
         real = _real_path(file)
         if _writes(mode):
-            if "x" in mode and os.path.lexists(real) and not GUARD.is_deleted(real) \
+            if "x" in mode and _r_lexists(real) and not GUARD.is_deleted(real) \
                     and not GUARD.has_shadow(real):
                 # exclusive creation of an existing file fails as it would, untouched
                 return _real_open(real, mode, *args, **kwargs)
@@ -384,7 +425,7 @@ def guarded_os_open(path, flags, mode=0o777, *args, **kwargs):
     if GUARD is not None and _is_path(path) and not kwargs.get("dir_fd") and not args:
         real = _real_path(path)
         if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
-            if flags & os.O_EXCL and os.path.lexists(real) and not GUARD.is_deleted(real):
+            if flags & os.O_EXCL and _r_lexists(real) and not GUARD.is_deleted(real):
                 return _real_os_open(real, flags, mode)
             # the shadow starts as a copy; O_TRUNC then truncates the copy, as it would the file
             path = GUARD.path_for_write(real, keep_content=True)
@@ -418,7 +459,7 @@ def _wrap_rename(real_rename):
         real_src, real_dst = _real_path(src), _real_path(dst)
         source = GUARD.path_for_read(real_src)
         if GUARD.is_protected(real_src) or GUARD.is_protected(real_dst):
-            if os.path.isdir(source):
+            if _r_isdir(source):
                 raise PermissionError(1, "repairbot: a run may not move a folder that existed before it", real_src)
             target = GUARD.path_for_write(real_dst, keep_content=False)
             shutil.copyfile(source, target)
@@ -429,7 +470,7 @@ def _wrap_rename(real_rename):
                 os.remove(source)
             return None
         # both are the run's own files: a real move
-        if not os.path.lexists(real_dst):
+        if not _r_lexists(real_dst):
             GUARD.log_created(real_dst)
         GUARD.created.discard(real_src)
         return real_rename(real_src, real_dst)
@@ -441,7 +482,10 @@ def _wrap_mkdir(real_mkdir):
     def guarded_mkdir(path, mode=0o777, *args, **kwargs):
         if GUARD is not None and _is_path(path) and not args and not kwargs:
             real = _real_path(path)
-            if not os.path.lexists(real) and not GUARD.owns(real):
+            if not GUARD.owns(real) and GUARD.is_deleted(real) and _r_isdir(real):
+                GUARD.unmark_deleted(real)  # a folder the run removed, made again (still empty)
+                return None
+            if not _r_lexists(real) and not GUARD.owns(real):
                 GUARD.log_created(real, kind="d")
         return real_mkdir(path, mode, *args, **kwargs)
 
@@ -456,7 +500,13 @@ def _wrap_rmdir(real_rmdir):
         if GUARD.owns(real) or real in GUARD.created:
             GUARD.created.discard(real)
             return real_rmdir(real)
-        if os.path.isdir(real):
+        if GUARD.is_protected(real):
+            if GUARD.is_deleted(real):
+                raise FileNotFoundError(2, "No such file or directory", real)
+            if not _r_isdir(real):
+                raise NotADirectoryError(20, "Not a directory", real)
+            if os.listdir(real):  # what the script still sees in it
+                raise OSError(39, "Directory not empty", real)
             GUARD.mark_deleted(real)
             return None
         return real_rmdir(real)
@@ -472,15 +522,27 @@ def _wrap_rmtree(real_rmtree):
         if GUARD.owns(real) or real in GUARD.created:
             GUARD.created.discard(real)
             return real_rmtree(real, *args, **kwargs)
-        if not os.path.isdir(real):
+        if not GUARD.is_protected(real) or (not GUARD.is_deleted(real) and not _r_isdir(real)):
             return real_rmtree(real, *args, **kwargs)
+        if GUARD.is_deleted(real):
+            if args[:1] and args[0] or kwargs.get("ignore_errors"):
+                return None
+            raise FileNotFoundError(2, "No such file or directory", real)
         # a folder that existed: remove what the run created in it, record the rest as deleted
-        for dirpath, _dirnames, filenames in os.walk(real, topdown=False):
+        for dirpath, dirnames, filenames in os.walk(real, topdown=False):
             for name in filenames:
                 child = os.path.join(dirpath, name)
                 if child in GUARD.created:
                     GUARD.created.discard(child)
                     os.remove(child)
+                else:
+                    GUARD.mark_deleted(child)
+            for name in dirnames:
+                child = os.path.join(dirpath, name)
+                if child in GUARD.created:
+                    GUARD.created.discard(child)
+                    with _suppress_os_error():
+                        _real_rmdir(child)
                 else:
                     GUARD.mark_deleted(child)
         GUARD.mark_deleted(real)
@@ -514,11 +576,131 @@ def _guard_torch_serialization(torch):
     torch.save = torch.serialization.save = guarded_save
 
 
+# The script's view of the file system: what it wrote, renamed and deleted, never the disk's
+# stale state (shadow copies stand in for the files, deletion markers hide them)
+
+
+def _viewed(path):
+    """The file that stands for ``path`` in the script's view; FileNotFoundError if it deleted it."""
+    real = _real_path(path)
+    if GUARD.owns(real):
+        return path
+    if GUARD.has_shadow(real) and _r_isfile(GUARD.shadow(real)):
+        return GUARD.shadow(real)
+    if GUARD.is_deleted(real):
+        raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    return path
+
+
+def _wrap_stat(real_stat):
+    def guarded_stat(path, *args, **kwargs):
+        if GUARD is not None and _is_path(path) and not args and not kwargs.get("dir_fd"):
+            path = _viewed(path)
+        return real_stat(path, *args, **kwargs)
+
+    return guarded_stat
+
+
+def guarded_listdir(path="."):
+    if GUARD is None or not _is_path(path):
+        return _real_listdir(path)
+    real = _real_path(path)
+    if GUARD.owns(real):
+        return _real_listdir(path)
+    if GUARD.is_deleted(real):
+        raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    return [name for name in _real_listdir(path) if not GUARD.is_deleted(os.path.join(real, name))]
+
+
+class _ShadowEntry(object):
+    """A DirEntry for a file the run rewrote: its name and path, the shadow copy's metadata."""
+
+    def __init__(self, entry, shadow):
+        self._entry, self._shadow = entry, shadow
+        self.name, self.path = entry.name, entry.path
+
+    def stat(self, follow_symlinks=True):
+        return _real_stat(self._shadow)
+
+    def is_file(self, follow_symlinks=True):
+        return True
+
+    def is_dir(self, follow_symlinks=True):
+        return False
+
+    def is_symlink(self):
+        return False
+
+    def inode(self):
+        return _real_stat(self._shadow).st_ino
+
+    def __fspath__(self):
+        return self.path
+
+    def __repr__(self):
+        return "<DirEntry %r>" % self.name
+
+
+class _GuardedScandir(object):
+    def __init__(self, iterator, real):
+        self._iterator, self._real = iterator, real
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            entry = next(self._iterator)
+            child = os.path.join(self._real, entry.name)
+            if GUARD.is_deleted(child):
+                continue
+            if GUARD.has_shadow(child) and _r_isfile(GUARD.shadow(child)):
+                return _ShadowEntry(entry, GUARD.shadow(child))
+            return entry
+
+    def close(self):
+        self._iterator.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def guarded_scandir(path="."):
+    if GUARD is None or not _is_path(path):
+        return _real_scandir(path)
+    real = _real_path(path)
+    if GUARD.owns(real):
+        return _real_scandir(path)
+    if GUARD.is_deleted(real):
+        raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    return _GuardedScandir(_real_scandir(path), real)
+
+
+def _guard_pathlib_accessor(replacements):
+    """Python < 3.11: pathlib calls os functions it bound when it was imported."""
+    import pathlib
+
+    accessor = getattr(pathlib, "_NormalAccessor", None)
+    if accessor is None:
+        return
+    for name, (original, replacement) in replacements.items():
+        if getattr(accessor, name, None) is original:
+            setattr(accessor, name, staticmethod(replacement))
+    if getattr(accessor, "open", None) is _real_open:  # 3.10: io.open
+        accessor.open = staticmethod(guarded_open)
+
+
 def install_file_guard(scratch, created_log, torch=None):
     global GUARD
     GUARD = FileGuard(scratch, created_log)
     if torch is not None:
         _guard_torch_serialization(torch)
+    originals = {"open": os.open, "stat": os.stat, "lstat": os.lstat, "listdir": os.listdir,
+                 "scandir": os.scandir, "unlink": os.unlink, "rmdir": os.rmdir, "rename": os.rename,
+                 "replace": os.replace, "mkdir": os.mkdir}
     builtins.open = guarded_open
     io.open = guarded_open
     os.open = guarded_os_open
@@ -529,7 +711,12 @@ def install_file_guard(scratch, created_log, torch=None):
     os.mkdir = _wrap_mkdir(os.mkdir)
     os.rmdir = _wrap_rmdir(os.rmdir)
     os.truncate = _wrap_truncate(os.truncate)
+    os.stat = _wrap_stat(os.stat)
+    os.lstat = _wrap_stat(os.lstat)
+    os.listdir = guarded_listdir
+    os.scandir = guarded_scandir
     shutil.rmtree = _wrap_rmtree(shutil.rmtree)
+    _guard_pathlib_accessor({name: (original, getattr(os, name)) for name, original in originals.items()})
 
 
 # --------------------------------------------------------------------------------------------
