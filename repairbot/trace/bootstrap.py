@@ -2321,6 +2321,20 @@ def _print_exception(exc):
         traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 
 
+def _module_code(name, main_module):
+    """`python -m NAME`: find the module (importing its parent packages, as Python does), make
+    ``__main__`` look as runpy makes it, and return its code (loops instrumented by the finder)."""
+    import runpy
+
+    name, spec, code = runpy._get_module_details(name)  # ImportError: reported as the run's failure
+    sys.argv[0] = spec.origin or sys.argv[0]
+    main_module.__file__ = spec.origin
+    main_module.__spec__ = spec
+    main_module.__loader__ = spec.loader
+    main_module.__package__ = spec.parent
+    return code
+
+
 def run(config_path):
     """One run of the script described by a config file; returns the exit code."""
     global CONFIG, STATE
@@ -2357,9 +2371,10 @@ def run(config_path):
         text = _decode_source(source)
         linecache.cache[script] = (len(text), None, text.splitlines(True), script)
 
-    # The script runs as `python SCRIPT ARGS` would run it.
+    # The script runs as `python SCRIPT ARGS` (or `python -m MODULE ARGS`) would run it.
+    module_name = CONFIG.get("module")
     sys.argv = [CONFIG.get("argv0") or script] + list(CONFIG.get("args", []))
-    sys.path[0] = os.path.dirname(script)
+    sys.path[0] = os.getcwd() if module_name else os.path.dirname(script)
     main_module = types.ModuleType("__main__")
     main_module.__file__ = script
     main_module.__builtins__ = builtins
@@ -2370,7 +2385,10 @@ def run(config_path):
     if CONFIG.get("guard_files", True):
         install_file_guard(CONFIG["scratch"], CONFIG["created_log"], torch)
     try:
-        code = LOOPS.compile(source, script)
+        if module_name:
+            code = _module_code(module_name, main_module)
+        else:
+            code = LOOPS.compile(source, script)
         if recorder is not None:
             with recorder:
                 exec(code, main_module.__dict__)
