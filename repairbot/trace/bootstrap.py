@@ -2445,8 +2445,14 @@ def _forked_run(request):
             os.dup2(out, fd)
             os.close(out)
         os.chdir(request["cwd"])
+        server_path = os.environ.get("PYTHONPATH", "")
         os.environ.clear()
         os.environ.update(request["env"])
+        if os.environ.get("PYTHONPATH", "") != server_path:
+            # a fresh interpreter would put the run's PYTHONPATH right after the script's folder
+            known = set(server_path.split(os.pathsep))
+            extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in known]
+            sys.path[1:1] = [os.path.abspath(p) for p in extra]
         threads = os.environ.get("OMP_NUM_THREADS")
         if threads and threads.isdigit() and "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(int(threads))
