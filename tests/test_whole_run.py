@@ -302,3 +302,50 @@ def test_cli_refuses_no_script_and_an_unknown_module(tmp_path: Path) -> None:
     assert result.returncode == 2 and "give a SCRIPT" in result.stderr
     result = run_cli("fix", "-m", "no_such.module", "--dry-run", cwd=repo)
     assert result.returncode == 2 and "no module named no_such.module" in result.stderr
+
+
+def _old_interpreters() -> list[str]:
+    """The oldest Pythons the harness supports, where this machine has them (pyenv, PATH)."""
+    import glob
+    import shutil
+
+    found = []
+    for version in ("3.8", "3.9", "3.10"):
+        installed = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python")))
+        path = installed[0] if installed else shutil.which(f"python{version}")
+        if path and subprocess.run([path, "-c", ""], capture_output=True, check=False).returncode != 0:
+            path = None  # a pyenv shim with no version behind it
+        if path:
+            found.append(path)
+    return found
+
+
+@pytest.mark.parametrize("python", _old_interpreters() or [pytest.param(None, marks=pytest.mark.skip("no Python < 3.11 here"))])
+def test_old_interpreters_leave_loops_and_keep_the_file_view(tmp_path: Path, python: str) -> None:
+    """Python 3.8-3.10: the loop instrumentation compiles and breaks, and pathlib (whose accessor
+    bound the os functions at import) sees the guarded view. No torch there: no optimizer steps,
+    so the leave is requested by hand through the harness's own builtins."""
+    project = tmp_path / "project"
+    for name, data in {
+        "ckpt/e1.pt": "old1", "ckpt/e2.pt": "old2", "train.log": "old log\n",
+        "results.csv": "epoch,loss\n1,0.9\n", "outputs/old.txt": "old output",
+    }.items():
+        write(project / name, data)
+    script = write(project / "train.py", textwrap.dedent(FILE_SCRIPT) + textwrap.dedent("""
+        import builtins, sys
+        seen = []
+        for i in range(1000):
+            seen.append(i)
+            if i == 3:
+                builtins.__repairbot_leaving__ = True
+                builtins.__repairbot_leave__ = lambda loop_id: True
+        print("left at", seen[-1], sys.version_info[:2])
+    """))
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    with SubprocessRunner(scratch_root=tmp_path / "scratch") as runner:
+        result = runner.run(RunRequest(script=script, cwd=project, python=python))
+    assert result.status is RunStatus.PASSED, result.stderr
+    assert "glob ['e4.pt', 'e5.pt'] ['e4.pt', 'e5.pt']" in result.stdout
+    assert "size 100 100 100" in result.stdout and "outputs now ['new.txt']" in result.stdout
+    assert "left at 3" in result.stdout
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before

@@ -10,11 +10,13 @@ What it does, driven by the JSON config the parent wrote:
 - serves candidate fixes from an in-memory overlay (main script and imported user modules),
   so that nothing on disk changes while a fix is being verified;
 - forces every DataLoader's batch size (and an argparse ``--batch-size`` default) down to the
-  configured size, cuts every pass over a DataLoader after ``max_batches`` batches, and ends
-  the run as passing after ``max_steps`` optimizer steps taken outside DataLoader loops;
+  configured size, cuts every pass over a DataLoader after ``max_batches`` batches (then the
+  real run's last, partial batch), and leaves a hand-written loop after ``max_steps``
+  optimizer steps taken outside DataLoader passes: the script goes on after it to its end;
 - guards the file system: a file that existed before the run is never altered or deleted
-  (writes go to a shadow copy in the scratch folder, deletes are only recorded), and every
-  file the run creates is logged so that the parent can remove it afterwards;
+  (writes go to a shadow copy in the scratch folder, deletes are only recorded), while the
+  script's view (stat, listdir, scandir, glob, open) agrees with what it did; every file the
+  run creates is logged so that the parent can remove it afterwards;
 - traces where each ``nn.Linear`` was constructed and the input shape it last saw;
 - on an uncaught exception, prints the traceback as Python would and writes structured
   evidence (exception, frames, the failing module, locals of user frames) as JSON.
@@ -24,6 +26,8 @@ import ast
 import base64
 import builtins
 import hashlib
+import importlib.machinery
+import importlib.util
 import io
 import itertools
 import json
@@ -214,8 +218,6 @@ class OverlayFinder:
         self.overlay = overlay
 
     def find_spec(self, fullname, path, target=None):
-        import importlib.machinery
-
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or not spec.origin:
             return None
@@ -525,7 +527,7 @@ def _wrap_rmtree(real_rmtree):
         if not GUARD.is_protected(real) or (not GUARD.is_deleted(real) and not _r_isdir(real)):
             return real_rmtree(real, *args, **kwargs)
         if GUARD.is_deleted(real):
-            if args[:1] and args[0] or kwargs.get("ignore_errors"):
+            if (args[:1] and args[0]) or kwargs.get("ignore_errors"):
                 return None
             raise FileNotFoundError(2, "No such file or directory", real)
         # a folder that existed: remove what the run created in it, record the rest as deleted
@@ -687,7 +689,7 @@ def _guard_pathlib_accessor(replacements):
     if accessor is None:
         return
     for name, (original, replacement) in replacements.items():
-        if getattr(accessor, name, None) is original:
+        if getattr(accessor, name, None) in (original, replacement):
             setattr(accessor, name, staticmethod(replacement))
     if getattr(accessor, "open", None) is _real_open:  # 3.10: io.open
         accessor.open = staticmethod(guarded_open)
@@ -698,6 +700,8 @@ def install_file_guard(scratch, created_log, torch=None):
     GUARD = FileGuard(scratch, created_log)
     if torch is not None:
         _guard_torch_serialization(torch)
+    import pathlib  # noqa: F401  (imported before os is patched: its accessor binds the originals)
+
     originals = {"open": os.open, "stat": os.stat, "lstat": os.lstat, "listdir": os.listdir,
                  "scandir": os.scandir, "unlink": os.unlink, "rmdir": os.rmdir, "rename": os.rename,
                  "replace": os.replace, "mkdir": os.mkdir}
@@ -787,7 +791,7 @@ STATE = None
 
 
 class LoopRecord:
-    __slots__ = ("id", "file", "line", "end_line", "body_line", "kind", "scope")
+    __slots__ = ("body_line", "end_line", "file", "id", "kind", "line", "scope")
 
     def __init__(self, id, file, line, end_line, body_line, kind, scope):
         self.id, self.file, self.line, self.end_line = id, file, line, end_line
@@ -813,6 +817,8 @@ class LoopTable:
         try:
             tree = ast.parse(source, filename)
         except (SyntaxError, ValueError):
+            tree = None
+        if tree is None:  # raised again outside the handler: the traceback Python would print
             return compile(source, filename, "exec", dont_inherit=True)
         self.by_file[filename], self.scopes[filename] = [], []
         _LoopInstrumenter(self, filename).visit(tree)
@@ -885,12 +891,6 @@ class _LoopInstrumenter(ast.NodeTransformer):
 
 
 LOOPS = LoopTable()
-
-
-def _first_user_frame(frame):
-    while frame is not None and not OWNERSHIP.is_user_file(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame
 
 
 def _is_statement_frame(frame):
