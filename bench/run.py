@@ -308,8 +308,8 @@ def main() -> int:
         ratios = [row["ratio"] for row in results["latency and peak memory"]]
         results["median_ratio"] = statistics.median(ratios)
         print(f"\nmedian repair/plain ratio: {results['median_ratio']}")
-    if "code after the loop" in results:
-        ratios = [row["ratio"] for row in results["code after the loop"]]
+    if "code after the loop: the whole script runs" in results:
+        ratios = [row["ratio"] for row in results["code after the loop: the whole script runs"]]
         results["after_loop_median_ratio"] = statistics.median(ratios)
         print(f"median repair/plain ratio, code after the loop: {results['after_loop_median_ratio']}")
     if options.only and RESULTS.exists():
