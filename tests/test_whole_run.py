@@ -349,3 +349,21 @@ def test_old_interpreters_leave_loops_and_keep_the_file_view(tmp_path: Path, pyt
     assert "size 100 100 100" in result.stdout and "outputs now ['new.txt']" in result.stdout
     assert "left at 3" in result.stdout
     assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
+
+
+def test_doctor_m_runs_the_module_with_its_package(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo")
+    write(repo / "src" / "pkg" / "__init__.py", "")
+    write(repo / "src" / "pkg" / "__main__.py", f"""
+    from . import VERSION
+    {PRELUDE.strip()}
+    for i in range(1000):
+        step()
+    print("trained", VERSION)
+    """.replace("from . import VERSION", "from . import __name__ as VERSION"))
+    commit_all(repo)
+    result = run_cli("doctor", "-m", "pkg", "--json", str(tmp_path / "d.json"), "-v", cwd=repo, env={"PYTHONPATH": "src"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "trained pkg" in result.stderr  # -v: the output tail of the run
+    report = json.loads((tmp_path / "d.json").read_text())
+    assert report["status"] == "already-passing" and report["run_limits"]["left_loops"][0]["loop"] == "src/pkg/__main__.py:7"
