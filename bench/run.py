@@ -39,6 +39,13 @@ LATENCY_FIXTURES = (
     "cnn_flatten_size", "map_location_device_var", "two_bugs", "inplace_residual_add", "already_passing",
 )
 QUICK_FIXTURES = ("cnn_flatten_size", "two_bugs", "inplace_residual_add")
+# Scripts with code after their loops: the repair runs the whole script (each loop left at the
+# step budget, then the evaluation, sampling or second loop after it), the plain run trains to
+# the end first
+AFTER_LOOP_FIXTURES = (
+    "hand_loop_step_budget", "after_loop_numpy_grad", "second_loop_bug", "kept_iterator_eval_view",
+    "sampling_after_training",
+)
 
 
 def _env() -> dict[str, str]:
@@ -263,13 +270,13 @@ def lint_scaling(workdir: Path, whole: dict[str, Any]) -> list[dict[str, Any]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 repetitions, fewer fixtures")
-    parser.add_argument("--only", choices=("latency", "memory", "threads", "lint", "health"), action="append")
+    parser.add_argument("--only", choices=("latency", "memory", "threads", "lint", "health", "after-loop"), action="append")
     options = parser.parse_args()
     reps = 3 if options.quick else 5
     names = QUICK_FIXTURES if options.quick else LATENCY_FIXTURES
     known = {f.name for f in fixtures()}
     names = tuple(n for n in names if n in known)
-    wanted = set(options.only or ("latency", "memory", "threads", "lint", "health"))
+    wanted = set(options.only or ("latency", "memory", "threads", "lint", "health", "after-loop"))
     results: dict[str, Any] = {
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "date": time.strftime("%Y-%m-%d %H:%M"),
@@ -281,6 +288,9 @@ def main() -> int:
         # medians of 3: these compare two settings of one fixture, not a spread of fixtures
         steps.append(("fresh processes vs forks of the warm server", lambda: fresh_vs_warm(3)))
         steps.append(("threads", lambda: threads(3)))
+    if "after-loop" in wanted:
+        after = tuple(n for n in AFTER_LOOP_FIXTURES if n in known)
+        steps.append(("code after the loop: the whole script runs", lambda: latency(3, after)))
     if "health" in wanted:
         steps.append(("health checks overhead (target: < 10% wall time)", lambda: health_overhead(3)))
     with tempfile.TemporaryDirectory(prefix="repairbot-bench-") as tmp:
@@ -298,6 +308,10 @@ def main() -> int:
         ratios = [row["ratio"] for row in results["latency and peak memory"]]
         results["median_ratio"] = statistics.median(ratios)
         print(f"\nmedian repair/plain ratio: {results['median_ratio']}")
+    if "code after the loop: the whole script runs" in results:
+        ratios = [row["ratio"] for row in results["code after the loop: the whole script runs"]]
+        results["after_loop_median_ratio"] = statistics.median(ratios)
+        print(f"median repair/plain ratio, code after the loop: {results['after_loop_median_ratio']}")
     if options.only and RESULTS.exists():
         # a partial run keeps the other sections' last figures
         results = {**json.loads(RESULTS.read_text()), **results}

@@ -70,6 +70,7 @@ class FixOptions:
     keep_scratch: bool = False
     no_health: bool = False  # --no-health: the run-time health checks are off
     strict_health: bool = False  # --strict-health: health findings make the exit code 1
+    module: str | None = None  # -m MODULE: run as `python -m MODULE` (``script`` is then unused)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class DoctorOptions:
     max_steps: int = 20
     timeout: float = 300.0
     keep_scratch: bool = False
+    module: str | None = None
 
     def as_fix(self) -> FixOptions:
         """The same run described as a ``fix --dry-run`` (validation and runner are shared)."""
@@ -92,6 +94,7 @@ class DoctorOptions:
             script=self.script, args=self.args, cwd=self.cwd, python=self.python, dry_run=True,
             max_attempts=1, batch_size=self.batch_size, max_batches=self.max_batches,
             max_steps=self.max_steps, timeout=self.timeout, keep_scratch=self.keep_scratch,
+            module=self.module,
         )
 
 
@@ -104,6 +107,8 @@ class Delivery:
 
 
 def _validate_script(options: FixOptions) -> Path:
+    if options.module is not None:
+        options = replace(options, script=module_file(options.module, options.python, options.cwd))
     script = (options.cwd / options.script).absolute()
     if not script.exists():
         raise BadInput(f"{options.script}: no such file")
@@ -126,6 +131,82 @@ def _validate_script(options: FixOptions) -> Path:
     if not Path(options.python).exists() and not _on_path(options.python):
         raise BadInput(f"--python {options.python}: no such interpreter")
     return script.resolve()
+
+
+_FIND_MODULE = """
+import importlib.machinery, importlib.util, json, sys
+name = sys.argv[1]
+parts = name.split(".")
+try:
+    spec = importlib.util.find_spec(parts[0])  # a top-level name: nothing is imported
+except (ImportError, ValueError):
+    spec = None
+for part in parts[1:] + ["__main__"]:
+    if spec is None or spec.submodule_search_locations is None:
+        break
+    spec = importlib.machinery.PathFinder.find_spec(
+        spec.name + "." + part, list(spec.submodule_search_locations))
+print(json.dumps(spec.origin if spec is not None and spec.origin not in (None, "built-in", "frozen") else None))
+"""
+
+
+def module_file(module: str, python: str, cwd: Path) -> Path:
+    """The file ``python -m module`` runs, found as the interpreter finds it (from ``cwd``,
+    without importing anything), else in the project's own folders (a src layout that is not
+    installed: the run then fails to import it, and the report says how to fix that)."""
+    import json
+    import subprocess
+
+    if not module or not all(part.isidentifier() for part in module.split(".")):
+        raise BadInput(f"-m {module}: not a module name")
+    try:
+        found = subprocess.run(
+            [python, "-c", _FIND_MODULE, module], cwd=cwd, capture_output=True, text=True, timeout=60, check=False,
+        )
+        origin = json.loads(found.stdout.strip().splitlines()[-1]) if found.returncode == 0 and found.stdout.strip() else None
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+        origin = None
+    if origin:
+        return Path(origin)
+    relative = Path(*module.split("."))
+    for base in (cwd, cwd / "src"):
+        for candidate in (base / relative.with_suffix(".py"), base / relative / "__main__.py"):
+            if candidate.is_file():
+                return candidate
+    raise BadInput(f"-m {module}: no module named {module} (from {cwd})")
+
+
+def package_remedy(failure: Failure, root: Path) -> str | None:
+    """For ``No module named 'pkg'`` where pkg is this repository's own package: how to make it
+    importable (install the project, or its src folder on PYTHONPATH)."""
+    import re
+
+    match = re.search(r"No module named '?([\w.]+)'?", failure.message)
+    if match is None or not any(t in failure.exc_type for t in ("ModuleNotFoundError", "ImportError")):
+        return None
+    top = match.group(1).split(".")[0]
+    skip = {".git", ".venv", "venv", "node_modules", "site-packages", "build", "dist", "__pycache__"}
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        package = folder / top
+        if (package / "__init__.py").is_file() or (folder / f"{top}.py").is_file():
+            where = relative_path(root, package if package.is_dir() else folder / f"{top}.py")
+            parent = relative_path(root, folder) if folder != root else "."
+            remedy = (
+                f"`{top}` is this repository's own package ({where}), but the interpreter cannot import it: "
+                "install the project (`pip install -e .`)"
+            )
+            if parent != ".":
+                remedy += f" or put its folder on the path (`PYTHONPATH={parent} repairbot fix ...`)"
+            return remedy + "."
+        if depth < 3:
+            try:
+                children = [c for c in folder.iterdir() if c.is_dir() and c.name not in skip and not c.name.startswith(".")]
+            except OSError:
+                continue
+            stack.extend((child, depth + 1) for child in children)
+    return None
 
 
 def _on_path(program: str) -> bool:
@@ -196,6 +277,7 @@ def repair(
     runner: Runner | None = None,
     patterns: tuple[Pattern, ...] | None = None,
     progress: Callable[[str], None] | None = None,
+    on_run: Callable[[RunRequest, RunResult], None] | None = None,
 ) -> RepairReport:
     """``repairbot fix``: BadInput escapes for the CLI to report (exit 2)."""
     started = time.monotonic()
@@ -226,8 +308,9 @@ def repair(
             safe_only=options.safe_only,
             env=run_environment(),
             notebooks={script: notebook} if notebook else {},
+            module=options.module,
         )
-        result = RepairLoop(loop_options, active, sources, _import_check(delivery), progress).run()
+        result = RepairLoop(loop_options, active, sources, _import_check(delivery), progress, on_run).run()
     finally:
         if own_runner and isinstance(active, SubprocessRunner):
             active.close()
@@ -256,6 +339,12 @@ def _report(
     ]
     evidence = result.last_run.evidence
     fixed = result.status is Status.FIXED
+    notes = result.notes
+    failure = result.remaining or (result.attempts[-1].failure if result.attempts else None)
+    if result.stop_reason is StopReason.ENVIRONMENT and failure is not None:
+        remedy = package_remedy(failure, delivery.root)
+        if remedy:
+            notes = (*notes, remedy)
     return RepairReport(
         script=_relative(delivery.root, script),
         root=str(delivery.root),
@@ -268,7 +357,8 @@ def _report(
         environment=dict(evidence.environment) if evidence else {},
         duration_s=duration,
         scratch=scratch,
-        notes=result.notes + (notebook.notes() if notebook else ()),
+        notes=notes + (notebook.notes() if notebook else ()),
+        output_tail=_output_tail(result.stop_reason, result.last_run),
         # the failure left at the stop, unless an attempt's block already describes it
         remaining=(
             _relative_failure(delivery.root, result.remaining)
@@ -283,12 +373,35 @@ def _report(
 
 
 def _run_limits(limits: Limits, evidence: Evidence | None, root: Path) -> RunLimits:
-    """The limits a report states, with where the step budget ended the last run."""
+    """The limits a report states, with the loops the step budget left early in the last run
+    (and where a run was ended in a loop outside the user's code)."""
     stopped = evidence.stopped_at if evidence else None
+
+    def rel(where: object) -> str | None:
+        if not isinstance(where, str) or ":" not in where:
+            return None
+        file, _, line = where.rpartition(":")
+        return f"{_relative(root, Path(file))}:{line}"
+
+    left = tuple(
+        {"loop": rel(item.get("loop")), "kind": item.get("kind"), "step": rel(item.get("step")),
+         "steps": item.get("steps")}
+        for item in (evidence.limits.get("left_loops", ()) if evidence else ())
+        if isinstance(item, dict) and rel(item.get("loop"))
+    )
     return RunLimits(
         batch_size=limits.batch_size, max_batches=limits.max_batches, max_steps=limits.max_steps,
         stopped_at=f"{_relative(root, Path(stopped.file))}:{stopped.line}" if stopped else None,
+        left_loops=left,
     )
+
+
+# Stop reasons whose report shows the script's own output: the traceback says too little
+_SHOW_OUTPUT = (StopReason.ENVIRONMENT, StopReason.TIMEOUT, StopReason.NO_USER_FRAME)
+
+
+def _output_tail(reason: StopReason, run: RunResult) -> str | None:
+    return (run.output_tail() or "(the script printed nothing)") if reason in _SHOW_OUTPUT else None
 
 
 def _relative_failure(root: Path, failure: Failure) -> Failure:
@@ -334,7 +447,8 @@ def _deliver(
         return report
     assert delivery.repo is not None
     # a notebook's name often has spaces ("Part 3 - Training (Solution).ipynb"): not in a branch name
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", options.script.stem).strip("-.") or "script"
+    stem = options.module.rpartition(".")[2] if options.module else options.script.stem
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.") or "script"
     name: str | Callable[[str], str] = options.branch or (lambda sha: f"repairbot/fix-{stem}-{sha[:8]}")
     branch, commit = git.commit_on_new_branch(delivery.repo, files, _commit_message(report), name)
     return replace(report, branch=branch, commit=commit)
@@ -361,6 +475,7 @@ def doctor(
     runner: Runner | None = None,
     patterns: tuple[Pattern, ...] | None = None,
     progress: Callable[[str], None] | None = None,
+    on_run: Callable[[RunRequest, RunResult], None] | None = None,
 ) -> RepairReport:
     """``repairbot doctor``: one traced run with the health checks; no repair, nothing written.
 
@@ -380,11 +495,14 @@ def doctor(
             progress(f"runs: {active.mode}")
         if progress is not None:
             progress("run 1: the script with the health checks")
-        run = active.run(RunRequest(
+        request = RunRequest(
             script=script, args=options.args, cwd=options.cwd.resolve(), python=options.python,
-            limits=limits, timeout=options.timeout, env=run_environment(),
+            limits=limits, timeout=options.timeout, env=run_environment(), module=options.module,
             overlay={script: notebook.program_bytes} if notebook else {},
-        ))
+        )
+        run = active.run(request)
+        if on_run is not None:
+            on_run(request, run)
     finally:
         if own_runner and isinstance(active, SubprocessRunner):
             active.close()
@@ -409,12 +527,22 @@ def doctor(
         environment=dict(evidence.environment) if evidence else {},
         duration_s=time.monotonic() - started,
         scratch=scratch,
-        notes=(("the run reached the time limit",) if run.status is RunStatus.TIMEOUT else ())
-        + (notebook.notes() if notebook else ()),
+        notes=_doctor_notes(run, root, reason) + (notebook.notes() if notebook else ()),
         health=notebooks.cell_health(health, notebook),
         command="doctor",
         locations=notebooks.locator(notebook, root),
+        output_tail=_output_tail(reason, run),
     )
+
+
+def _doctor_notes(run: RunResult, root: Path, reason: StopReason) -> tuple[str, ...]:
+    if run.status is RunStatus.TIMEOUT:
+        return ("the run reached the time limit",)
+    if run.status is RunStatus.STOPPED:
+        return ("the step budget was spent in a loop outside your code, which the harness cannot leave: "
+                "the run was ended there and the code after it never ran",)
+    remedy = package_remedy(run.failure, root) if reason is StopReason.ENVIRONMENT and run.failure else None
+    return (remedy,) if remedy else ()
 
 
 def _doctor_outcome(

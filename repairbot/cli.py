@@ -31,6 +31,7 @@ from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text, status_line
 from repairbot.output.sarif import render_sarif
 from repairbot.sources import write_atomic
+from repairbot.trace.runner import RunRequest, RunResult, describe_run
 from repairbot.types import BadInput, RepairReport
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -249,8 +250,9 @@ class ScriptCommand(click.Command):
 def run_options(command: F) -> F:
     """SCRIPT, its arguments and the options of a traced run, shared by fix and doctor."""
     decorators = (
-        click.argument("script", type=click.Path(path_type=Path)),
+        click.argument("script", type=click.Path(path_type=Path), required=False),
         click.argument("script_args", nargs=-1, type=click.UNPROCESSED),
+        click.option("-m", "module", metavar="MODULE", help="Run a module as `python -m MODULE` would (then no SCRIPT)."),
         click.option("--batch-size", type=int, default=2, show_default=True, help="Batch size forced on every DataLoader during runs."),
         click.option("--max-batches", type=int, default=2, show_default=True, help="Batches per pass over a DataLoader."),
         click.option("--max-steps", type=int, default=20, show_default=True, help="Optimizer steps outside DataLoader loops before a run ends as passing."),
@@ -264,6 +266,32 @@ def run_options(command: F) -> F:
     for decorator in reversed(decorators):
         command = decorator(command)
     return command
+
+
+def _target(
+    script: Path | None, script_args: tuple[str, ...], module: str | None
+) -> tuple[Path, tuple[str, ...]]:
+    """SCRIPT and its arguments; with -m MODULE every positional argument is the module's."""
+    if module is not None:
+        return Path(module), ((str(script),) if script is not None else ()) + tuple(script_args)
+    if script is None:
+        raise BadInput("give a SCRIPT to run, or -m MODULE")
+    return script, tuple(script_args)
+
+
+def _run_details(progress: Progress | None) -> Callable[[RunRequest, RunResult], None] | None:
+    """-v: after each run, its command, limits, duration, outcome and the tail of its output."""
+    if not click.get_current_context().meta["verbose"]:
+        return None
+
+    def show(request: RunRequest, result: RunResult) -> None:
+        text = describe_run(request, result)
+        if progress is not None and progress.live is not None:
+            progress.live.console.print(Text(text))
+        else:
+            click.echo(text, err=True)
+
+    return show
 
 
 def _traced_command(
@@ -303,7 +331,7 @@ def _traced_command(
 @click.option("--strict-health", is_flag=True, help="Exit 1 when a health check finds something.")
 @common_options
 def fix(
-    script: Path, script_args: tuple[str, ...], json_path: str | None, markdown_path: str | None,
+    script: Path | None, script_args: tuple[str, ...], json_path: str | None, markdown_path: str | None,
     sarif_path: str | None, **options: Any,
 ) -> None:
     """Run SCRIPT under the tracing harness and repair the crash it hits.
@@ -319,10 +347,13 @@ def fix(
         if options["no_health"] and options["strict_health"]:
             raise BadInput("--no-health and --strict-health exclude each other")
         check_torch(options["python"])
-        return api.repair(api.FixOptions(script=script, args=tuple(script_args), **options), progress=progress)
+        target, args = _target(script, script_args, options["module"])
+        return api.repair(
+            api.FixOptions(script=target, args=args, **options), progress=progress, on_run=_run_details(progress)
+        )
 
     paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}
-    _traced_command(script, paths, start, show_diff=True)
+    _traced_command(script or Path(options["module"] or "-"), paths, start, show_diff=True)
 
 
 def _write_reports(
@@ -359,7 +390,7 @@ def _show(report: RepairReport, quiet: bool, to_stderr: bool, show_diff: bool) -
 @run_options
 @common_options
 def doctor(
-    script: Path, script_args: tuple[str, ...], json_path: str | None, markdown_path: str | None,
+    script: Path | None, script_args: tuple[str, ...], json_path: str | None, markdown_path: str | None,
     sarif_path: str | None, **options: Any,
 ) -> None:
     """Run SCRIPT once under the harness with the health checks; repair nothing.
@@ -370,10 +401,13 @@ def doctor(
 
     def start(progress: Progress | None) -> RepairReport:
         check_torch(options["python"])
-        return api.doctor(api.DoctorOptions(script=script, args=tuple(script_args), **options), progress=progress)
+        target, args = _target(script, script_args, options["module"])
+        return api.doctor(
+            api.DoctorOptions(script=target, args=args, **options), progress=progress, on_run=_run_details(progress)
+        )
 
     paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}
-    _traced_command(script, paths, start, show_diff=False)
+    _traced_command(script or Path(options["module"] or "-"), paths, start, show_diff=False)
 
 
 @main.command()

@@ -56,6 +56,7 @@ class LoopOptions:
     env: dict[str, str] = field(default_factory=dict)
     # notebooks among the user's files: each runs, and is fixed, as its cells' Python program
     notebooks: Mapping[Path, Notebook] = field(default_factory=dict)
+    module: str | None = None  # run as `python -m module` (``script`` is its file)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,17 @@ def _worse(before: RunResult, after: RunResult) -> bool:
     return after.progress < before.progress
 
 
+def _stopped_note(run: RunResult, limits: Limits) -> str:
+    """Why a run the step budget ended in the middle is not a pass."""
+    where = run.evidence.stopped_at if run.evidence is not None else None
+    at = f" at {where.file}:{where.line}" if where is not None else ""
+    return (
+        f"the step budget ({limits.max_steps} optimizer steps) was spent{at} in a loop outside your "
+        "code, which the harness cannot leave; the run was ended there, so the code after it never ran "
+        "and the script was not verified to run to its end."
+    )
+
+
 def _progress_text(progress: tuple[int, ...]) -> str:
     steps, batches, forwards = (*progress, 0, 0, 0)[:3]
     return f"{steps} optimizer steps, {batches} batches, {forwards} module calls"
@@ -110,12 +122,14 @@ class RepairLoop:
         sources: Sources,
         check_run: RunCheck | None = None,
         progress: Callable[[str], None] | None = None,
+        on_run: Callable[[RunRequest, RunResult], None] | None = None,
     ) -> None:
         self.options = options
         self.runner = runner
         self.sources = sources
         self.check_run = check_run
         self.say = progress or (lambda message: None)
+        self.on_run = on_run  # -v: each run's command, limits, duration and output tail
         self.limits = options.limits
         self.overlay: dict[Path, bytes] = {}
         self.runs = 0
@@ -133,19 +147,21 @@ class RepairLoop:
     ) -> RunResult:
         self.runs += 1
         self.say(f"run {self.runs}: {why}" if why else f"run {self.runs}")
-        result = self.runner.run(
-            RunRequest(
-                script=self.options.script,
-                args=self.options.args,
-                cwd=self.options.cwd,
-                python=self.options.python,
-                limits=limits or self.limits,
-                timeout=self.options.timeout,
-                overlay={**{p: nb.program_bytes for p, nb in self.options.notebooks.items()}, **overlay},
-                env=self.options.env,
-                probes=self.probes | probes,
-            )
+        request = RunRequest(
+            script=self.options.script,
+            args=self.options.args,
+            cwd=self.options.cwd,
+            python=self.options.python,
+            limits=limits or self.limits,
+            timeout=self.options.timeout,
+            overlay={**{p: nb.program_bytes for p, nb in self.options.notebooks.items()}, **overlay},
+            env=self.options.env,
+            probes=self.probes | probes,
+            module=self.options.module,
         )
+        result = self.runner.run(request)
+        if self.on_run is not None:
+            self.on_run(request, result)
         if result.status is RunStatus.HARNESS_ERROR:
             raise BadInput(result.harness_error or "the tracing harness could not start")
         if result.evidence is not None:
@@ -167,6 +183,10 @@ class RepairLoop:
             if run.passed:
                 status = Status.FIXED if self.overlay else Status.ALREADY_PASSING
                 return self._result(status, StopReason.PASSING, attempts, run)
+            if run.status is RunStatus.STOPPED:
+                # passing means the whole script ran: a run ended in the middle proves nothing
+                self.notes.append(_stopped_note(run, self.limits))
+                return self._result(Status.GAVE_UP, StopReason.TIMEOUT, attempts, run)
             if run.status is RunStatus.TIMEOUT:
                 return self._result(Status.GAVE_UP, StopReason.TIMEOUT, attempts, run)
             failure = run.failure
@@ -240,6 +260,9 @@ class RepairLoop:
             if outcome is Outcome.FAILED_SAME:
                 self.notes.append(f"The {site.pattern} fix was discarded: the same error came back.")
                 return self._result(Status.GAVE_UP, StopReason.SAME_ERROR, attempts, run, failure)
+            if rerun.status is RunStatus.STOPPED:
+                self.notes.append(f"The {site.pattern} fix was not verified: " + _stopped_note(rerun, self.limits))
+                return self._result(Status.GAVE_UP, StopReason.TIMEOUT, attempts, rerun, failure)
             if rerun.status is RunStatus.TIMEOUT:
                 got_past = bool(rerun.progress) and rerun.progress > run.progress
                 self.notes.append(
@@ -374,7 +397,7 @@ class RepairLoop:
         """The attempt's outcome, and whether the fix is kept."""
         if after.passed:
             return Outcome.PASSED, True
-        if after.status is RunStatus.TIMEOUT:
+        if after.status in (RunStatus.TIMEOUT, RunStatus.STOPPED):
             return Outcome.FAILED_OTHER, False
         if failure_key(after.failure) == key:
             return Outcome.FAILED_SAME, False

@@ -210,6 +210,8 @@ class RunLimits:
     max_batches: int = 2
     max_steps: int = 20
     stopped_at: str | None = None
+    # the loops the step budget left early in the last run: {loop, kind, step, steps} (file:line)
+    left_loops: tuple[Mapping[str, Any], ...] = ()
 
 
 class Locations(Protocol):
@@ -240,6 +242,9 @@ class RepairReport:
     root: str | None = None  # the folder the report's paths are relative to (not in the JSON)
     health: tuple[HealthFinding, ...] = ()
     command: str = "fix"  # fix | doctor (doctor: one traced run, health checks only)
+    # the last run's output (stdout, then stderr) when it ended in environment, timeout or
+    # no-user-frame: what the script said is often the only clue
+    output_tail: str | None = None
     strict_health: bool = False  # --strict-health: findings make the exit code 1
     dry_run: bool = False  # --dry-run: files_modified are the files the diff would change
     locations: Locations | None = None  # notebooks' lines by cell (repairbot.notebook.Locator); not in the JSON

@@ -7,6 +7,7 @@ that the user's checkout is exactly as it was, and that the fix branch really ru
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -55,13 +56,15 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -
     repo = prepare(fixture, tmp_path)
     before = snapshot(repo)
     report_path = tmp_path / "report.json"
+    # `module`: the fixture runs as `python -m MODULE` (fix -m), with `env` added (PYTHONPATH=src)
+    target = ["-m", config["module"]] if config.get("module") else [config.get("script", "train.py")]
     args = [
-        "fix", config.get("script", "train.py"), "--json", str(report_path),
+        "fix", *target, "--json", str(report_path),
         "--markdown", str(tmp_path / "report.md"), "--sarif", str(tmp_path / "report.sarif"),
     ]
     if config.get("args"):
         args += ["--", *config["args"]]
-    result = run_cli(*args, cwd=repo)
+    result = run_cli(*args, cwd=repo, env=config.get("env"))
     output = result.stdout + result.stderr
     assert result.returncode == config["exit_code"], output
     report = json.loads(report_path.read_text())
@@ -95,7 +98,8 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -
         assert git(repo, "branch", "--list", "repairbot/*") == ""
         return
     branch = report["branch"]
-    assert branch.startswith(f"repairbot/fix-{Path(config.get('script', 'train.py')).stem}-")
+    stem = config["module"].rpartition(".")[2] if config.get("module") else Path(config.get("script", "train.py")).stem
+    assert branch.startswith(f"repairbot/fix-{stem}-")
     assert git(repo, "rev-parse", branch).strip() == report["commit"]
     assert git(repo, "rev-parse", f"{branch}^").strip() == before.head
     changed_files = git(repo, "diff", "--name-only", before.head, branch).split()
@@ -109,8 +113,9 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -
     worktree = tmp_path / "fixed"
     git(repo, "worktree", "add", "-q", str(worktree), branch)
     plain = subprocess.run(
-        [PYTHON, config.get("script", "train.py"), *config.get("args", [])],
+        [PYTHON, *target, *config.get("args", [])],
         cwd=worktree, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, **config.get("env", {})},
     )
     assert plain.returncode == 0, plain.stderr[-3000:]
 

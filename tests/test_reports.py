@@ -293,7 +293,9 @@ def _report(tmp_path: Path) -> RepairReport:
     )
     return RepairReport(
         script="model.py", status=Status.FIXED, stop_reason=StopReason.PASSING, attempts=(first, diagnosed),
-        diff=diff, files_modified=("model.py",), run_limits=RunLimits(stopped_at="model.py:5"),
+        diff=diff, files_modified=("model.py",), run_limits=RunLimits(
+            stopped_at="model.py:5", left_loops=({"loop": "model.py:7", "kind": "for", "step": "model.py:9", "steps": 20},),
+        ),
         environment={"python": "3.11.7", "torch": "2.13.0", "cuda_available": False, "device_count": 0},
         duration_s=2.5, branch="repairbot/fix-model-12345678", commit="a" * 40, notes=(HOSTILE,),
     )
@@ -325,7 +327,8 @@ def test_markdown_renders_evidence_context_and_diagnosis(tmp_path: Path) -> None
     assert "<code>other</code> declined: not mine | really" in rendered
     assert "<td>Branch</td>" in rendered and "<code>repairbot/fix-model-12345678</code>" in rendered
     assert "<td>device count</td>\n<td><code>0</code></td>" in rendered
-    assert "stopped by the step budget at <code>model.py:5</code>" in rendered
+    assert "ended by the step budget at <code>model.py:5</code>, in a loop outside your code (not a pass)" in rendered
+    assert "loops left by the step budget (the script went on after them): <code>model.py:7</code> (for, after 20 steps)" in rendered
 
 
 def test_markdown_shows_the_line_the_run_saw_when_the_fix_is_in_the_working_tree(tmp_path: Path) -> None:

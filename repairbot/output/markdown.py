@@ -387,7 +387,11 @@ def _summary_table(report: RepairReport) -> str:
         f"{limits.max_steps} optimizer steps outside DataLoader loops"
     )
     if limits.stopped_at:
-        budget += f"; the last run was stopped by the step budget at {code(limits.stopped_at)} (counts as passing)"
+        budget += f"; the last run was ended by the step budget at {code(limits.stopped_at)}, in a loop outside your code (not a pass)"
+    if limits.left_loops:
+        budget += "; loops left by the step budget (the script went on after them): " + ", ".join(
+            f"{code(str(item.get('loop')))} ({item.get('kind')}, after {item.get('steps')} steps)" for item in limits.left_loops
+        )
     rows.append(("Run limits", budget))
     rows.append(("Duration", f"{report.duration_s:.1f} s"))
     lines = ["| | |", "| --- | --- |", *(f"| {name} | {cell(value)} |" for name, value in rows)]
@@ -481,6 +485,8 @@ def render_markdown(report: RepairReport, root: Path | None = None) -> str:
         head.append(_remaining(report.remaining))
     if report.health or report.command == "doctor":
         head.append(_health(report))
+    if report.output_tail is not None:
+        head.append("### Output of the last run\n\n" + fenced(report.output_tail))
     tail = []
     environment = _environment(report.environment)
     if environment is not None:

@@ -17,6 +17,7 @@ from repairbot.types import (
     HealthFinding,
     Outcome,
     RepairReport,
+    RunLimits,
     Status,
     StopReason,
 )
@@ -122,7 +123,14 @@ def render_text(report: RepairReport) -> str:
     if report.branch:
         notes.append(f"Branch: {report.branch} ({report.commit})")
     if report.run_limits.stopped_at:
-        notes.append(f"Run stopped by the step budget at {report.run_limits.stopped_at} (counts as passing)")
+        notes.append(
+            f"Run ended by the step budget at {report.run_limits.stopped_at}, in a loop outside your code "
+            "(not a pass: the code after it never ran)"
+        )
+    if report.run_limits.left_loops:
+        notes.append("Loops left by the step budget (the script went on after them): " + left_loops_text(report.run_limits))
+    if report.output_tail is not None:
+        notes.append("Output of the last run:\n" + "\n".join("  " + line for line in report.output_tail.splitlines()))
     body = "\n\n".join(blocks)
     tail = "\n".join([*notes, status])
     text = f"{body}\n\n{tail}\n" if body else f"{tail}\n"
@@ -141,6 +149,14 @@ def status_line(report: RepairReport) -> str:
     """The one line ``-q`` prints: the status line, with the fix branch where one was made."""
     last = render_text(report).rstrip("\n").splitlines()[-1]
     return f"{last} | Branch: {report.branch}" if report.branch else last
+
+
+def left_loops_text(limits: RunLimits) -> str:
+    """``train.py:57 (for, after 20 steps at train.py:63)``, for each loop the budget left."""
+    return "; ".join(
+        f"{item.get('loop')} ({item.get('kind')}, after {item.get('steps')} steps at {item.get('step')})"
+        for item in limits.left_loops
+    )
 
 
 def _doctor_status(report: RepairReport, blocks: list[str]) -> str:
@@ -263,6 +279,7 @@ def report_to_json(report: RepairReport) -> dict[str, Any]:
             "max_batches": limits.max_batches,
             "max_steps": limits.max_steps,
             "stopped_at": limits.stopped_at,
+            "left_loops": [dict(item) for item in limits.left_loops],
         },
         "health": [h.to_json() for h in report.health],
         "environment": dict(report.environment),
@@ -272,6 +289,8 @@ def report_to_json(report: RepairReport) -> dict[str, Any]:
     }
     if report.command != "fix":
         data["command"] = report.command
+    if report.output_tail is not None:
+        data["output_tail"] = report.output_tail
     if report.error:
         data["error"] = report.error
     if report.remaining is not None:

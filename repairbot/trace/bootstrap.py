@@ -10,11 +10,13 @@ What it does, driven by the JSON config the parent wrote:
 - serves candidate fixes from an in-memory overlay (main script and imported user modules),
   so that nothing on disk changes while a fix is being verified;
 - forces every DataLoader's batch size (and an argparse ``--batch-size`` default) down to the
-  configured size, cuts every pass over a DataLoader after ``max_batches`` batches, and ends
-  the run as passing after ``max_steps`` optimizer steps taken outside DataLoader loops;
+  configured size, cuts every pass over a DataLoader after ``max_batches`` batches (then the
+  real run's last, partial batch), and leaves a hand-written loop after ``max_steps``
+  optimizer steps taken outside DataLoader passes: the script goes on after it to its end;
 - guards the file system: a file that existed before the run is never altered or deleted
-  (writes go to a shadow copy in the scratch folder, deletes are only recorded), and every
-  file the run creates is logged so that the parent can remove it afterwards;
+  (writes go to a shadow copy in the scratch folder, deletes are only recorded), while the
+  script's view (stat, listdir, scandir, glob, open) agrees with what it did; every file the
+  run creates is logged so that the parent can remove it afterwards;
 - traces where each ``nn.Linear`` was constructed and the input shape it last saw, and where
   every sized layer (Linear, Conv, RNN, Embedding, norms) was built with the traced values of
   its size arguments and the constructor call sites they came through;
@@ -22,9 +24,12 @@ What it does, driven by the JSON config the parent wrote:
   evidence (exception, frames, the failing module, locals of user frames) as JSON.
 """
 
+import ast
 import base64
 import builtins
 import hashlib
+import importlib.machinery
+import importlib.util
 import io
 import itertools
 import json
@@ -173,25 +178,33 @@ def _short_site(record):
 
 
 class OverlayLoader:
-    """Loads a user module from overlay bytes instead of the file on disk."""
+    """Loads a user module from overlay bytes (or its file) with its loops instrumented."""
 
     def __init__(self, fullname, path, source):
         self.name = fullname
         self.path = path
-        self.source = source
+        self.source = source  # None: read the file when the module runs
 
     def create_module(self, spec):
         return None
 
+    def _source(self):
+        if self.source is None:
+            with _real_open(self.path, "rb") as handle:
+                self.source = handle.read()
+        return self.source
+
+    def get_code(self, fullname):
+        return LOOPS.compile(self._source(), self.path)
+
     def exec_module(self, module):
         module.__file__ = self.path
-        code = compile(self.source, self.path, "exec", dont_inherit=True)
-        exec(code, module.__dict__)
+        exec(self.get_code(self.name), module.__dict__)
 
     def get_source(self, fullname):
         import importlib.util
 
-        return importlib.util.decode_source(self.source)
+        return importlib.util.decode_source(self._source())
 
     def get_filename(self, fullname):
         return self.path
@@ -201,21 +214,19 @@ class OverlayLoader:
 
 
 class OverlayFinder:
-    """A meta path finder that swaps the loader of overlaid user modules."""
+    """A meta path finder that swaps the loader of the user's modules (overlaid or not)."""
 
     def __init__(self, overlay):
         self.overlay = overlay
 
     def find_spec(self, fullname, path, target=None):
-        import importlib.machinery
-
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or not spec.origin:
             return None
         origin = os.path.abspath(spec.origin)
-        if origin not in self.overlay:
+        if origin not in self.overlay and not (origin.endswith(".py") and OWNERSHIP.is_user_file(origin)):
             return None
-        spec.loader = OverlayLoader(fullname, origin, self.overlay[origin])
+        spec.loader = OverlayLoader(fullname, origin, self.overlay.get(origin))
         spec.cached = None
         return spec
 
@@ -235,12 +246,52 @@ def install_overlay(overlay):
         lines = text.splitlines(True)
         # mtime None: linecache keeps the overlay's lines and never rereads the disk
         linecache.cache[path] = (len(text), None, lines, path)
-    if overlay:
-        sys.meta_path.insert(0, OverlayFinder(overlay))
+    sys.meta_path.insert(0, OverlayFinder(overlay))
 
 
 # --------------------------------------------------------------------------------------------
 # The file guard: pre-existing files are never altered or deleted
+
+
+_real_stat = os.stat
+_real_lstat = os.lstat
+_real_listdir = os.listdir
+_real_scandir = os.scandir
+_real_rmdir = os.rmdir
+
+
+def _r_lexists(path):
+    try:
+        _real_lstat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _r_isfile(path):
+    import stat as _stat
+
+    try:
+        return _stat.S_ISREG(_real_stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _r_isdir(path):
+    import stat as _stat
+
+    try:
+        return _stat.S_ISDIR(_real_stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+class _suppress_os_error(object):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        return kind is not None and issubclass(kind, OSError)
 
 
 class FileGuard:
@@ -276,16 +327,16 @@ class FileGuard:
         return real.startswith(self.scratch)
 
     def is_deleted(self, real):
-        return os.path.lexists(self.deleted_marker(real))
+        return _r_lexists(self.deleted_marker(real))
 
     def has_shadow(self, real):
-        return os.path.lexists(self.shadow(real))
+        return _r_lexists(self.shadow(real))
 
     def is_protected(self, real):
         """Existed before the run (and was not created by it)."""
         if self.owns(real) or real in self.created:
             return False
-        return self.has_shadow(real) or self.is_deleted(real) or os.path.lexists(real)
+        return self.has_shadow(real) or self.is_deleted(real) or _r_lexists(real)
 
     # bookkeeping ------------------------------------------------------------------------
     def log_created(self, real, kind="f"):
@@ -298,7 +349,7 @@ class FileGuard:
 
     def _ensure_parent(self, path):
         parent = os.path.dirname(path)
-        if parent and not os.path.isdir(parent):
+        if parent and not _r_isdir(parent):
             os.makedirs(parent)
 
     def mark_deleted(self, real):
@@ -307,13 +358,13 @@ class FileGuard:
         with _real_open(marker, "w"):
             pass
         shadow = self.shadow(real)
-        if os.path.lexists(shadow):
+        if _r_lexists(shadow):
             os.remove(shadow)
         self.suppressed_deletes.add(real)
 
     def unmark_deleted(self, real):
         marker = self.deleted_marker(real)
-        if os.path.lexists(marker):
+        if _r_lexists(marker):
             os.remove(marker)
 
     # decisions --------------------------------------------------------------------------
@@ -332,14 +383,14 @@ class FileGuard:
             return real
         if self.is_protected(real):
             shadow = self.shadow(real)
-            if not os.path.lexists(shadow):
+            if not _r_lexists(shadow):
                 self._ensure_parent(shadow)
-                if keep_content and not self.is_deleted(real) and os.path.isfile(real):
+                if keep_content and not self.is_deleted(real) and _r_isfile(real):
                     shutil.copyfile(real, shadow)
                 self.shadowed.add(real)
             self.unmark_deleted(real)
             return shadow
-        if not os.path.lexists(real):
+        if not _r_lexists(real):
             self.log_created(real)
         return real
 
@@ -363,7 +414,7 @@ def guarded_open(file, mode="r", *args, **kwargs):
     if GUARD is not None and _is_path(file):
         real = _real_path(file)
         if _writes(mode):
-            if "x" in mode and os.path.lexists(real) and not GUARD.is_deleted(real) \
+            if "x" in mode and _r_lexists(real) and not GUARD.is_deleted(real) \
                     and not GUARD.has_shadow(real):
                 # exclusive creation of an existing file fails as it would, untouched
                 return _real_open(real, mode, *args, **kwargs)
@@ -378,7 +429,7 @@ def guarded_os_open(path, flags, mode=0o777, *args, **kwargs):
     if GUARD is not None and _is_path(path) and not kwargs.get("dir_fd") and not args:
         real = _real_path(path)
         if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
-            if flags & os.O_EXCL and os.path.lexists(real) and not GUARD.is_deleted(real):
+            if flags & os.O_EXCL and _r_lexists(real) and not GUARD.is_deleted(real):
                 return _real_os_open(real, flags, mode)
             # the shadow starts as a copy; O_TRUNC then truncates the copy, as it would the file
             path = GUARD.path_for_write(real, keep_content=True)
@@ -412,7 +463,7 @@ def _wrap_rename(real_rename):
         real_src, real_dst = _real_path(src), _real_path(dst)
         source = GUARD.path_for_read(real_src)
         if GUARD.is_protected(real_src) or GUARD.is_protected(real_dst):
-            if os.path.isdir(source):
+            if _r_isdir(source):
                 raise PermissionError(1, "repairbot: a run may not move a folder that existed before it", real_src)
             target = GUARD.path_for_write(real_dst, keep_content=False)
             shutil.copyfile(source, target)
@@ -423,7 +474,7 @@ def _wrap_rename(real_rename):
                 os.remove(source)
             return None
         # both are the run's own files: a real move
-        if not os.path.lexists(real_dst):
+        if not _r_lexists(real_dst):
             GUARD.log_created(real_dst)
         GUARD.created.discard(real_src)
         return real_rename(real_src, real_dst)
@@ -435,7 +486,10 @@ def _wrap_mkdir(real_mkdir):
     def guarded_mkdir(path, mode=0o777, *args, **kwargs):
         if GUARD is not None and _is_path(path) and not args and not kwargs:
             real = _real_path(path)
-            if not os.path.lexists(real) and not GUARD.owns(real):
+            if not GUARD.owns(real) and GUARD.is_deleted(real) and _r_isdir(real):
+                GUARD.unmark_deleted(real)  # a folder the run removed, made again (still empty)
+                return None
+            if not _r_lexists(real) and not GUARD.owns(real):
                 GUARD.log_created(real, kind="d")
         return real_mkdir(path, mode, *args, **kwargs)
 
@@ -450,7 +504,13 @@ def _wrap_rmdir(real_rmdir):
         if GUARD.owns(real) or real in GUARD.created:
             GUARD.created.discard(real)
             return real_rmdir(real)
-        if os.path.isdir(real):
+        if GUARD.is_protected(real):
+            if GUARD.is_deleted(real):
+                raise FileNotFoundError(2, "No such file or directory", real)
+            if not _r_isdir(real):
+                raise NotADirectoryError(20, "Not a directory", real)
+            if os.listdir(real):  # what the script still sees in it
+                raise OSError(39, "Directory not empty", real)
             GUARD.mark_deleted(real)
             return None
         return real_rmdir(real)
@@ -466,15 +526,27 @@ def _wrap_rmtree(real_rmtree):
         if GUARD.owns(real) or real in GUARD.created:
             GUARD.created.discard(real)
             return real_rmtree(real, *args, **kwargs)
-        if not os.path.isdir(real):
+        if not GUARD.is_protected(real) or (not GUARD.is_deleted(real) and not _r_isdir(real)):
             return real_rmtree(real, *args, **kwargs)
+        if GUARD.is_deleted(real):
+            if (args[:1] and args[0]) or kwargs.get("ignore_errors"):
+                return None
+            raise FileNotFoundError(2, "No such file or directory", real)
         # a folder that existed: remove what the run created in it, record the rest as deleted
-        for dirpath, _dirnames, filenames in os.walk(real, topdown=False):
+        for dirpath, dirnames, filenames in os.walk(real, topdown=False):
             for name in filenames:
                 child = os.path.join(dirpath, name)
                 if child in GUARD.created:
                     GUARD.created.discard(child)
                     os.remove(child)
+                else:
+                    GUARD.mark_deleted(child)
+            for name in dirnames:
+                child = os.path.join(dirpath, name)
+                if child in GUARD.created:
+                    GUARD.created.discard(child)
+                    with _suppress_os_error():
+                        _real_rmdir(child)
                 else:
                     GUARD.mark_deleted(child)
         GUARD.mark_deleted(real)
@@ -508,11 +580,133 @@ def _guard_torch_serialization(torch):
     torch.save = torch.serialization.save = guarded_save
 
 
+# The script's view of the file system: what it wrote, renamed and deleted, never the disk's
+# stale state (shadow copies stand in for the files, deletion markers hide them)
+
+
+def _viewed(path):
+    """The file that stands for ``path`` in the script's view; FileNotFoundError if it deleted it."""
+    real = _real_path(path)
+    if GUARD.owns(real):
+        return path
+    if GUARD.has_shadow(real) and _r_isfile(GUARD.shadow(real)):
+        return GUARD.shadow(real)
+    if GUARD.is_deleted(real):
+        raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    return path
+
+
+def _wrap_stat(real_stat):
+    def guarded_stat(path, *args, **kwargs):
+        if GUARD is not None and _is_path(path) and not args and not kwargs.get("dir_fd"):
+            path = _viewed(path)
+        return real_stat(path, *args, **kwargs)
+
+    return guarded_stat
+
+
+def guarded_listdir(path="."):
+    if GUARD is None or not _is_path(path):
+        return _real_listdir(path)
+    real = _real_path(path)
+    if GUARD.owns(real):
+        return _real_listdir(path)
+    if GUARD.is_deleted(real):
+        raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    return [name for name in _real_listdir(path) if not GUARD.is_deleted(os.path.join(real, name))]
+
+
+class _ShadowEntry(object):
+    """A DirEntry for a file the run rewrote: its name and path, the shadow copy's metadata."""
+
+    def __init__(self, entry, shadow):
+        self._entry, self._shadow = entry, shadow
+        self.name, self.path = entry.name, entry.path
+
+    def stat(self, follow_symlinks=True):
+        return _real_stat(self._shadow)
+
+    def is_file(self, follow_symlinks=True):
+        return True
+
+    def is_dir(self, follow_symlinks=True):
+        return False
+
+    def is_symlink(self):
+        return False
+
+    def inode(self):
+        return _real_stat(self._shadow).st_ino
+
+    def __fspath__(self):
+        return self.path
+
+    def __repr__(self):
+        return "<DirEntry %r>" % self.name
+
+
+class _GuardedScandir(object):
+    def __init__(self, iterator, real):
+        self._iterator, self._real = iterator, real
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            entry = next(self._iterator)
+            child = os.path.join(self._real, entry.name)
+            if GUARD.is_deleted(child):
+                continue
+            if GUARD.has_shadow(child) and _r_isfile(GUARD.shadow(child)):
+                return _ShadowEntry(entry, GUARD.shadow(child))
+            return entry
+
+    def close(self):
+        self._iterator.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def guarded_scandir(path="."):
+    if GUARD is None or not _is_path(path):
+        return _real_scandir(path)
+    real = _real_path(path)
+    if GUARD.owns(real):
+        return _real_scandir(path)
+    if GUARD.is_deleted(real):
+        raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    return _GuardedScandir(_real_scandir(path), real)
+
+
+def _guard_pathlib_accessor(replacements):
+    """Python < 3.11: pathlib calls os functions it bound when it was imported."""
+    import pathlib
+
+    accessor = getattr(pathlib, "_NormalAccessor", None)
+    if accessor is None:
+        return
+    for name, (original, replacement) in replacements.items():
+        if getattr(accessor, name, None) in (original, replacement):
+            setattr(accessor, name, staticmethod(replacement))
+    if getattr(accessor, "open", None) is _real_open:  # 3.10: io.open
+        accessor.open = staticmethod(guarded_open)
+
+
 def install_file_guard(scratch, created_log, torch=None):
     global GUARD
     GUARD = FileGuard(scratch, created_log)
     if torch is not None:
         _guard_torch_serialization(torch)
+    import pathlib  # noqa: F401  (imported before os is patched: its accessor binds the originals)
+
+    originals = {"open": os.open, "stat": os.stat, "lstat": os.lstat, "listdir": os.listdir,
+                 "scandir": os.scandir, "unlink": os.unlink, "rmdir": os.rmdir, "rename": os.rename,
+                 "replace": os.replace, "mkdir": os.mkdir}
     builtins.open = guarded_open
     io.open = guarded_open
     os.open = guarded_os_open
@@ -523,7 +717,12 @@ def install_file_guard(scratch, created_log, torch=None):
     os.mkdir = _wrap_mkdir(os.mkdir)
     os.rmdir = _wrap_rmdir(os.rmdir)
     os.truncate = _wrap_truncate(os.truncate)
+    os.stat = _wrap_stat(os.stat)
+    os.lstat = _wrap_stat(os.lstat)
+    os.listdir = guarded_listdir
+    os.scandir = guarded_scandir
     shutil.rmtree = _wrap_rmtree(shutil.rmtree)
+    _guard_pathlib_accessor({name: (original, getattr(os, name)) for name, original in originals.items()})
 
 
 # --------------------------------------------------------------------------------------------
@@ -541,11 +740,13 @@ class RunState:
         self.max_steps = int(limits.get("max_steps", 20))
         self.forced = []  # what the limits changed, with where
         self.active_loaders = 0
+        self.passes = []  # the DataLoader passes under way: {"driven": pulled by a loop header}
         self.steps = 0
         self.free_steps = 0  # steps taken while no DataLoader was being iterated
         self.batches = 0
         self.forwards = 0
         self.loaders_cut = 0
+        self.last_batches = []  # DataLoaders whose passes end with the real run's last batch
         self.linears = []  # records, in construction order
         self.layer_sites = []  # construction records of every sized layer (install_layer_site_probe)
         self.layer_site_index = weakref.WeakKeyDictionary()
@@ -578,6 +779,242 @@ class RunState:
 
 
 STATE = None
+
+
+# --------------------------------------------------------------------------------------------
+# The step budget: a hand-written loop is left after max_steps optimizer steps
+#
+# The user's files are compiled from an AST in which every ``for``/``while`` body starts with
+# ``if __repairbot_leaving__ and __repairbot_leave__(ID): break`` (same line numbers, nothing
+# on disk changes; one builtins lookup per iteration while no leave is pending). When the
+# budget is spent, the loops that hold the step (in its frame, and the loops of the calling
+# frames that hold the call) are marked; each breaks at the start of its next iteration, so
+# the iteration that took the step finishes and the script goes on after the outermost one:
+# evaluation, plotting, sampling, saving all run. A break is a real ``break``: ``with`` blocks
+# and ``finally`` clauses run, ``for ... else`` does not.
+
+
+class LoopRecord:
+    __slots__ = ("body_line", "end_line", "file", "id", "kind", "line", "scope")
+
+    def __init__(self, id, file, line, end_line, body_line, kind, scope):
+        self.id, self.file, self.line, self.end_line = id, file, line, end_line
+        self.body_line, self.kind, self.scope = body_line, kind, scope
+
+    def contains(self, line):
+        return self.line <= line <= self.end_line
+
+    def where(self):
+        return "%s:%d" % (self.file, self.line)
+
+
+class LoopTable:
+    """Every loop of the user's files that the harness compiled, and their scopes."""
+
+    def __init__(self):
+        self.records = []  # by loop id
+        self.by_file = {}  # file -> [LoopRecord] of its latest compilation
+        self.scopes = {}  # file -> [(start, end, scope id)]
+
+    def compile(self, source, filename):
+        """The code object of ``source`` with its loops instrumented (plain if it does not parse)."""
+        try:
+            tree = ast.parse(source, filename)
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is None:  # raised again outside the handler: the traceback Python would print
+            return compile(source, filename, "exec", dont_inherit=True)
+        self.by_file[filename], self.scopes[filename] = [], []
+        _LoopInstrumenter(self, filename).visit(tree)
+        ast.fix_missing_locations(tree)
+        return compile(tree, filename, "exec", dont_inherit=True)
+
+    def scope_of(self, file, line):
+        best = None
+        for start, end, scope in self.scopes.get(file, ()):
+            if start <= line <= end and (best is None or start >= best[0]):
+                best = (start, scope)
+        return best[1] if best else 0
+
+    def loops_at(self, file, line):
+        """The loops of the frame's own scope that hold ``line``, outermost first."""
+        loops = self.by_file.get(file)
+        if not loops:
+            return []
+        scope = self.scope_of(file, line)
+        return [loop for loop in loops if loop.scope == scope and loop.contains(line)]
+
+    def header_at(self, file, line):
+        """The loop whose header (``for ... in ...:``, ``while ...:``) is ``line``, if any."""
+        for loop in self.by_file.get(file, ()):
+            if loop.line <= line < max(loop.body_line, loop.line + 1):
+                return loop
+        return None
+
+
+class _LoopInstrumenter(ast.NodeTransformer):
+    def __init__(self, table, filename):
+        self.table, self.filename = table, filename
+        self.scope = 0
+
+    def _scoped(self, node):
+        outer = self.scope
+        scopes = self.table.scopes[self.filename]
+        self.scope = len(scopes) + 1
+        scopes.append((node.lineno, getattr(node, "end_lineno", None) or node.lineno, self.scope))
+        self.generic_visit(node)
+        self.scope = outer
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _scoped
+
+    def _loop(self, node):
+        record = LoopRecord(
+            len(self.table.records), self.filename, node.lineno,
+            getattr(node, "end_lineno", None) or node.body[-1].lineno, node.body[0].lineno,
+            "for" if isinstance(node, ast.For) else "while", self.scope,
+        )
+        self.table.records.append(record)
+        self.table.by_file[self.filename].append(record)
+        self.generic_visit(node)
+        first = node.body[0]
+        check = ast.If(
+            test=ast.BoolOp(op=ast.And(), values=[
+                ast.Name(id="__repairbot_leaving__", ctx=ast.Load()),
+                ast.Call(func=ast.Name(id="__repairbot_leave__", ctx=ast.Load()),
+                         args=[ast.Constant(value=record.id)], keywords=[]),
+            ]),
+            body=[ast.Break()], orelse=[],
+        )
+        for sub in ast.walk(check):
+            ast.copy_location(sub, first)
+        node.body.insert(0, check)
+        return node
+
+    visit_For = visit_While = _loop
+
+
+LOOPS = LoopTable()
+
+
+def _is_statement_frame(frame):
+    name = frame.f_code.co_name
+    return not (name.startswith("<") and name != "<module>")  # comprehensions, lambdas
+
+
+class StepBudget:
+    """Counts optimizer steps outside DataLoader passes; leaves the loop that holds them at
+    ``max_steps``. A loop gets its own budget: the key is the outermost user loop on the stack."""
+
+    def __init__(self, state):
+        self.state = state
+        self.key = None  # (frame, loop id) of the loop whose steps are being counted
+        self.count = 0
+        self.pending = {}  # id(frame) -> (frame, set of loop ids to leave)
+        self.left = []  # reported: the loops left early, where, after how many steps
+        self.loose = 0  # steps with no user loop around them (a library's own loop)
+
+    def chain(self, frame):
+        """(frame, loops holding its current line) for each user frame, innermost first."""
+        chain = []
+        while frame is not None:
+            code = frame.f_code
+            if OWNERSHIP.is_user_file(code.co_filename) and _is_statement_frame(frame):
+                loops = LOOPS.loops_at(code.co_filename, frame.f_lineno)
+                if loops:
+                    chain.append((frame, loops))
+            frame = frame.f_back
+        return chain
+
+    def on_step(self, frame):
+        state = self.state
+        if self.in_loader_pass():
+            return
+        state.free_steps += 1
+        chain = self.chain(frame)
+        if not chain:
+            self.loose += 1
+            if state.step_budget and self.loose >= state.max_steps:
+                # no loop of the user's to leave: the run ends here, and it is not a pass
+                state.stopped_at = user_call_site()
+                finish(outcome="stopped", exit_code=0)
+            return
+        outer_frame, outer_loops = chain[-1]
+        key = (outer_frame, outer_loops[0].id)
+        if self.key is None or self.key[0] is not key[0] or self.key[1] != key[1]:
+            self.key, self.count = key, 0
+        self.count += 1
+        if state.step_budget and self.count >= state.max_steps:
+            self.leave(chain)
+
+    def leave(self, chain):
+        import builtins as _builtins
+
+        site = _short_site(user_call_site())
+        for frame, loops in chain:
+            entry = self.pending.get(id(frame))
+            if entry is None or entry[0] is not frame:
+                entry = self.pending[id(frame)] = (frame, set())
+            for loop in loops:
+                if loop.id in entry[1]:
+                    continue
+                entry[1].add(loop.id)
+                if not any(item["loop"] == loop.where() and item["frame"] == id(frame) for item in self.left):
+                    self.left.append({"loop": loop.where(), "kind": loop.kind, "step": site,
+                                      "steps": self.count, "frame": id(frame), "left": False})
+        _builtins.__repairbot_leaving__ = True
+
+    def check(self, loop_id):
+        """``__repairbot_leave__``: does the calling frame leave loop ``loop_id`` now?"""
+        import builtins as _builtins
+
+        frame = sys._getframe(1)
+        entry = self.pending.get(id(frame))
+        if entry is None or entry[0] is not frame or loop_id not in entry[1]:
+            return False
+        entry[1].discard(loop_id)
+        if not entry[1]:
+            del self.pending[id(frame)]
+        if not self.pending:
+            _builtins.__repairbot_leaving__ = False
+        where = LOOPS.records[loop_id].where()
+        for item in self.left:
+            if item["loop"] == where and item["frame"] == id(frame):
+                item["left"] = True
+        self.key, self.count = None, 0
+        return True
+
+    def in_loader_pass(self):
+        """A DataLoader pass driven by a loop (``for batch in loader``) is bounded by the cut;
+        a kept iterator (``next(it)``) is not."""
+        return any(cut_pass["driven"] for cut_pass in self.state.passes)
+
+    def report(self):
+        return [{k: v for k, v in item.items() if k != "frame"} for item in self.left]
+
+
+BUDGET = None
+
+
+def install_step_budget(state):
+    global BUDGET
+    import builtins as _builtins
+
+    BUDGET = StepBudget(state)
+    _builtins.__repairbot_leaving__ = False
+    _builtins.__repairbot_leave__ = BUDGET.check
+    return BUDGET
+
+
+def _pass_is_driven(frame):
+    """Was this batch pulled by a loop's header (or by library code iterating for the user)?"""
+    while frame is not None and os.path.abspath(frame.f_code.co_filename) == _THIS_FILE:
+        frame = frame.f_back
+    if frame is None:
+        return True
+    if not OWNERSHIP.is_user_file(frame.f_code.co_filename):
+        return True  # tqdm, enumerate in a library, a trainer's own loop: bounded by the pass
+    return LOOPS.header_at(frame.f_code.co_filename, frame.f_lineno) is not None
 
 
 # --------------------------------------------------------------------------------------------
@@ -916,10 +1353,32 @@ def _layer_init(state, real, kind, size_args, names):
     return init
 
 
+class _CutBatches(object):
+    """A cut pass's batches: the first ``max_batches`` at the loader's batch size, then the real
+    run's last, partial batch (``last`` samples), taken from the end of the pass's order."""
+
+    def __init__(self, sampler, batch_size, max_batches, last):
+        self.sampler, self.batch_size = sampler, batch_size
+        self.max_batches, self.last = max_batches, last
+
+    def __iter__(self):
+        order = list(self.sampler)
+        split = max(0, len(order) - self.last)
+        for start in range(0, min(split, self.max_batches * self.batch_size), self.batch_size):
+            yield order[start:min(start + self.batch_size, split)]
+        if split < len(order):
+            yield order[split:]
+
+    def __len__(self):
+        size = len(self.sampler)
+        split = max(0, size - self.last)
+        return min(-(-split // self.batch_size), self.max_batches) + (1 if split < size else 0)
+
+
 def install_torch_probes(state, torch):
     import inspect
 
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, IterableDataset
 
     state.torch = torch
 
@@ -928,22 +1387,42 @@ def install_torch_probes(state, torch):
     init_signature = inspect.signature(real_init)
 
     def dataloader_init(self, *args, **kwargs):
-        if state.force_batch:
-            try:
-                bound = init_signature.bind(self, *args, **kwargs)
-            except TypeError:
-                bound = None
-            if bound is not None:
-                batch_size = bound.arguments.get("batch_size", 1)
-                if (bound.arguments.get("batch_sampler") is None and isinstance(batch_size, int)
-                        and not isinstance(batch_size, bool) and batch_size > state.batch_size):
-                    bound.arguments["batch_size"] = state.batch_size
-                    state.forced.append({
-                        "what": "DataLoader batch_size %d -> %d" % (batch_size, state.batch_size),
-                        "site": _short_site(user_call_site()),
-                    })
-                    args, kwargs = bound.args[1:], bound.kwargs
-        return real_init(self, *args, **kwargs)
+        try:
+            bound = init_signature.bind(self, *args, **kwargs)
+        except TypeError:
+            bound = None
+        own_batch = bound.arguments.get("batch_size", 1) if bound is not None else None
+        if state.force_batch and bound is not None:
+            batch_size = own_batch
+            if (bound.arguments.get("batch_sampler") is None and isinstance(batch_size, int)
+                    and not isinstance(batch_size, bool) and batch_size > state.batch_size):
+                bound.arguments["batch_size"] = state.batch_size
+                state.forced.append({
+                    "what": "DataLoader batch_size %d -> %d" % (batch_size, state.batch_size),
+                    "site": _short_site(user_call_site()),
+                })
+                args, kwargs = bound.args[1:], bound.kwargs
+        real_init(self, *args, **kwargs)
+        if state.cut_batches and bound is not None and bound.arguments.get("batch_sampler") is None:
+            _plan_last_batch(self, own_batch, bool(bound.arguments.get("drop_last", False)))
+
+    def _plan_last_batch(loader, own_batch, drop_last):
+        """The real run's last batch (len(dataset) % its batch size) ends every cut pass."""
+        if drop_last or not isinstance(own_batch, int) or isinstance(own_batch, bool) or own_batch < 1:
+            return
+        if not getattr(loader, "_auto_collation", False) or isinstance(loader.dataset, IterableDataset):
+            return
+        try:
+            size = len(loader.dataset)
+        except Exception:
+            return
+        last = size % own_batch
+        if not last:
+            return
+        sampler = _CutBatches(loader.sampler, loader.batch_size, state.max_batches, last)
+        object.__setattr__(loader, "batch_sampler", sampler)  # DataLoader refuses a plain setattr
+        state.last_batches.append({"size": last, "dataset": size, "batch_size": own_batch,
+                                   "site": _short_site(user_call_site())})
 
     DataLoader.__init__ = dataloader_init
 
@@ -952,6 +1431,8 @@ def install_torch_probes(state, torch):
 
     def cut(iterator, limit):
         state.active_loaders += 1
+        current = {"driven": False}
+        state.passes.append(current)
         try:
             taken = 0
             while limit is None or taken < limit:
@@ -962,17 +1443,21 @@ def install_torch_probes(state, torch):
                 taken += 1
                 state.batches += 1
                 state.heartbeat()
+                current["driven"] = _pass_is_driven(sys._getframe(1))
                 yield batch
             state.loaders_cut += 1
         finally:
             state.active_loaders -= 1
+            state.passes.remove(current)
 
     def dataloader_iter(self):
+        if isinstance(self.batch_sampler, _CutBatches):
+            return cut(real_iter(self), None)  # its batch sampler ends the pass
         return cut(real_iter(self), state.max_batches if state.cut_batches else None)
 
     def dataloader_len(self):
         length = real_len(self)
-        if state.cut_batches:
+        if state.cut_batches and not isinstance(self.batch_sampler, _CutBatches):
             return min(length, state.max_batches)
         return length
 
@@ -980,15 +1465,12 @@ def install_torch_probes(state, torch):
     DataLoader.__len__ = dataloader_len
 
     # Optimizer steps: the budget for hand-written loops ------------------------------------
+    budget = BUDGET or install_step_budget(state)
+
     def step_post_hook(optimizer, args, kwargs):
         state.steps += 1
         state.heartbeat()
-        if state.active_loaders:
-            return
-        state.free_steps += 1
-        if state.step_budget and state.free_steps >= state.max_steps:
-            state.stopped_at = user_call_site()
-            finish(outcome="stopped", exit_code=0)
+        budget.on_step(sys._getframe(1))
 
     try:
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -2065,7 +2547,8 @@ def write_evidence(outcome, exit_code, exception=None):
             "batch_size": STATE.batch_size, "max_batches": STATE.max_batches,
             "max_steps": STATE.max_steps, "forced": STATE.forced, "steps": STATE.steps,
             "free_steps": STATE.free_steps, "batches": STATE.batches,
-            "loaders_cut": STATE.loaders_cut,
+            "loaders_cut": STATE.loaders_cut, "last_batches": STATE.last_batches,
+            "left_loops": BUDGET.report() if BUDGET is not None else [],
         } if STATE else None,
         "progress": STATE.progress() if STATE else None,
         "linears": STATE.linears if STATE else [],
@@ -2153,6 +2636,20 @@ def _print_exception(exc):
         traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 
 
+def _module_code(name, main_module):
+    """`python -m NAME`: find the module (importing its parent packages, as Python does), make
+    ``__main__`` look as runpy makes it, and return its code (loops instrumented by the finder)."""
+    import runpy
+
+    name, spec, code = runpy._get_module_details(name)  # ImportError: reported as the run's failure
+    sys.argv[0] = spec.origin or sys.argv[0]
+    main_module.__file__ = spec.origin
+    main_module.__spec__ = spec
+    main_module.__loader__ = spec.loader
+    main_module.__package__ = spec.parent
+    return code
+
+
 def run(config_path):
     """One run of the script described by a config file; returns the exit code."""
     global CONFIG, STATE
@@ -2174,6 +2671,8 @@ def run(config_path):
             install_unsafe_globals_probe(STATE, torch)
         if CONFIG.get("limits", {}).get("health", True):
             install_health_probes(STATE, torch)
+    if BUDGET is None:
+        install_step_budget(STATE)
     install_argparse_probe(STATE)
     if "target-size-warning" in STATE.probes:
         install_target_size_probe()
@@ -2187,9 +2686,10 @@ def run(config_path):
         text = _decode_source(source)
         linecache.cache[script] = (len(text), None, text.splitlines(True), script)
 
-    # The script runs as `python SCRIPT ARGS` would run it.
+    # The script runs as `python SCRIPT ARGS` (or `python -m MODULE ARGS`) would run it.
+    module_name = CONFIG.get("module")
     sys.argv = [CONFIG.get("argv0") or script] + list(CONFIG.get("args", []))
-    sys.path[0] = os.path.dirname(script)
+    sys.path[0] = os.getcwd() if module_name else os.path.dirname(script)
     main_module = types.ModuleType("__main__")
     main_module.__file__ = script
     main_module.__builtins__ = builtins
@@ -2200,7 +2700,10 @@ def run(config_path):
     if CONFIG.get("guard_files", True):
         install_file_guard(CONFIG["scratch"], CONFIG["created_log"], torch)
     try:
-        code = compile(source, script, "exec", dont_inherit=True)
+        if module_name:
+            code = _module_code(module_name, main_module)
+        else:
+            code = LOOPS.compile(source, script)
         if recorder is not None:
             with recorder:
                 exec(code, main_module.__dict__)
@@ -2257,8 +2760,14 @@ def _forked_run(request):
             os.dup2(out, fd)
             os.close(out)
         os.chdir(request["cwd"])
+        server_path = os.environ.get("PYTHONPATH", "")
         os.environ.clear()
         os.environ.update(request["env"])
+        if os.environ.get("PYTHONPATH", "") != server_path:
+            # a fresh interpreter would put the run's PYTHONPATH right after the script's folder
+            known = set(server_path.split(os.pathsep))
+            extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in known]
+            sys.path[1:1] = [os.path.abspath(p) for p in extra]
         threads = os.environ.get("OMP_NUM_THREADS")
         if threads and threads.isdigit() and "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(int(threads))

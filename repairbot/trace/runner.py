@@ -15,6 +15,7 @@ import json
 import os
 import re
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -76,6 +77,21 @@ class RunRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     guard_files: bool = True
     probes: frozenset[str] = frozenset()  # opt-in probes of the harness, by name
+    module: str | None = None  # run as `python -m module` (``script`` is then the module's file)
+
+    def command(self) -> str:
+        """The run as the user would type it (the harness runs it this way, in ``cwd``)."""
+        target = ["-m", self.module] if self.module else [str(self.script)]
+        return shlex.join([self.python, *target, *self.args])
+
+    def limits_text(self) -> str:
+        limits = self.limits
+        batch = (f"batch size forced down to {limits.batch_size}" if limits.force_batch_size
+                 else "the script's own batch size")
+        passes = (f"{limits.max_batches} batches per DataLoader pass (+ the real last batch)"
+                  if limits.cut_batches else "whole DataLoader passes")
+        steps = f"loops left after {limits.max_steps} optimizer steps" if limits.step_budget else "no step budget"
+        return f"{batch}, {passes}, {steps}, timeout {self.timeout:g} s"
 
 
 @dataclass(frozen=True)
@@ -95,7 +111,38 @@ class RunResult:
 
     @property
     def passed(self) -> bool:
-        return self.status in (RunStatus.PASSED, RunStatus.STOPPED)
+        """The script ran to its end (every loop shortened) and exited 0 with no failure.
+
+        A run the harness had to end in the middle (STOPPED: the step budget spent in a loop
+        outside the user's code, which it cannot leave) is not a pass.
+        """
+        return self.status is RunStatus.PASSED
+
+    def output_tail(self, lines: int = 20) -> str:
+        """The last lines of what the script printed, stdout then stderr ('' when it printed nothing)."""
+        parts = []
+        for name, text in (("stdout", self.stdout), ("stderr", self.stderr)):
+            kept = text.rstrip().splitlines()[-lines:]
+            if kept:
+                parts.append(f"--- {name} (last {len(kept)} lines) ---\n" + "\n".join(kept))
+        return "\n".join(parts)
+
+
+def describe_run(request: RunRequest, result: RunResult, lines: int = 20) -> str:
+    """What ``-v`` shows of one run: its command, limits, duration, outcome and output tail."""
+    outcome = result.status.value
+    if result.failure is not None:
+        outcome += f": {result.failure.headline}"
+    if result.evidence is not None:
+        for left in result.evidence.limits.get("left_loops", ()):
+            outcome += f"\n  left the {left.get('kind')} loop at {left.get('loop')} after {left.get('steps')} steps"
+    text = (
+        f"  command: {request.command()}  (in {request.cwd or Path.cwd()})\n"
+        f"  limits: {request.limits_text()}\n"
+        f"  took {result.duration_s:.2f} s; {outcome}"
+    )
+    tail = result.output_tail(lines)
+    return text + ("\n" + "\n".join("  " + line for line in tail.splitlines()) if tail else "\n  (no output)")
 
 
 class Runner(Protocol):
@@ -162,6 +209,7 @@ class SubprocessRunner:
             "limits": request.limits.to_json(),
             "guard_files": request.guard_files,
             "probes": sorted(request.probes),
+            "module": request.module,
             "overlay": {
                 str(path): base64.b64encode(data).decode("ascii")
                 for path, data in request.overlay.items()
