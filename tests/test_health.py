@@ -66,33 +66,50 @@ def test_doctor_finds_exactly_the_fixtures_bugs(fixture: Fixture, tmp_path: Path
         "--sarif", str(tmp_path / "r.sarif"), "--markdown", str(tmp_path / "r.md"), cwd=repo,
     )
     output = result.stdout + result.stderr
-    expected = fixture.config["health"]
+    expected = fixture.config["health"]  # the warnings
+    information = fixture.config.get("information", [])
     report = json.loads((tmp_path / "r.json").read_text())
-    assert [h["id"] for h in report["health"]] == expected, output
-    assert result.returncode == (1 if expected else 0), output
+    warnings = [h for h in report["health"] if h["level"] == "warning"]
+    notes = [h for h in report["health"] if h["level"] == "information"]
+    assert [h["id"] for h in warnings] == expected, output
+    assert [h["id"] for h in notes] == information, output
+    assert result.returncode == (1 if expected else 0), output  # information never fails
     assert report["status"] == "already-passing" and report["command"] == "doctor"
     validate_report(report)
     sarif = json.loads((tmp_path / "r.sarif").read_text())
     validate_sarif(sarif)
-    warnings = [r for r in sarif["runs"][0]["results"] if r["level"] == "warning"]
-    assert [r["ruleId"] for r in warnings] == expected
+    results = sarif["runs"][0]["results"]
+    assert [r["ruleId"] for r in results if r["level"] == "warning"] == expected
+    assert [r["ruleId"] for r in results if r["level"] == "note"] == information
     markdown = (tmp_path / "r.md").read_text()
     assert "### Health checks" in markdown
     for finding in report["health"]:
         assert finding["file"] == "train.py" and finding["line"] >= 1, finding
-        assert f"[WARNING] train.py:{finding['line']}" in result.stdout
+        tag = "WARNING" if finding["level"] == "warning" else "INFO"
+        assert f"[{tag}] train.py:{finding['line']}" in result.stdout
         assert f"`{finding['id']}`" in markdown
+    for key, value in fixture.config.get("health_evidence", {}).items():
+        assert report["health"][0]["evidence"][key] == value, report["health"][0]
     assert snapshot(repo) == before  # doctor writes nothing
     if "grad-accumulation" in expected:
         (finding,) = report["health"]
         assert finding["fix"]["rule"] == "missing-zero-grad" and finding["fix"]["applicability"] == "safe"
         assert "+            optimizer.zero_grad()\n" in finding["fix"]["diff"]
         assert (repo / "train.py").read_text().count("zero_grad") == 0  # offered, never applied
-    if "data-leakage" in expected:
-        assert report["health"][0]["evidence"]["overlap"] == 24
     if "dead-parameters" in expected:
-        modules = [m["module"] for m in report["health"][0]["evidence"]["modules"]]
+        modules = [m["module"] for m in warnings[0]["evidence"]["modules"]]
         assert modules == ["Net.encoder.0", "Net.encoder.2"]
+    if "frozen-optimizer" in expected and fixture.name == "health_frozen_target_network":
+        (finding,) = warnings
+        line = (repo / "train.py").read_text().splitlines()[finding["line"] - 1]
+        assert "q_target(s_prime)" in line, finding  # where the target network's output enters the loss
+        assert finding["evidence"]["output_used_at"] == f"train.py:{finding['line']}"
+        assert finding["evidence"]["trained_modules"] == ["Qnet"] and "target network" in finding["message"]
+    if "dead-parameters" in information:
+        (note,) = notes
+        assert all(m.startswith("SuperNet.choice_block.") for m in note["evidence"]["selecting_modules"]), note
+        assert "not sampled" in note["message"] and note["evidence"]["branches"] >= 1
+        assert "[INFO] train.py:" in result.stdout and "Health findings: 0 (+1 information)" in result.stdout
 
 
 @pytest.mark.torch

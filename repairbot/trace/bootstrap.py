@@ -987,6 +987,8 @@ class HealthProbes:
         self.serials = weakref.WeakKeyDictionary()  # root module -> a number that is never reused
         self.serial_count = 0
         self.active_passes = []  # per DataLoader pass running: serials of the root modules it called
+        self.pass_clock = 0  # DataLoader passes started so far
+        self.resets_at = []  # pass_clock whenever a layer's reset_parameters() ran (k-fold: weights reset)
         self.broadcasts = []
         self.loaders = weakref.WeakKeyDictionary()  # DataLoader -> (serial, construction site)
         self.passes = []  # finished passes over DataLoaders
@@ -1014,6 +1016,28 @@ class HealthProbes:
         for name in _SILENT_LOSSES:
             self._wrap_loss(name)
         self._wrap_dataloader()
+        self._wrap_reset_parameters()
+
+    def _wrap_reset_parameters(self):
+        nn = self.torch.nn
+        probes = self
+        for name in ("Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+                     "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm",
+                     "Embedding", "RNN", "LSTM", "GRU"):
+            cls = getattr(nn, name, None)
+            real = getattr(cls, "reset_parameters", None) if cls is not None else None
+            if real is None or "reset_parameters" not in cls.__dict__:
+                continue
+
+            def reset_parameters(self, *args, _real=real, **kwargs):
+                # the call of the layer's own __init__ builds it; any other call re-initialises
+                if sys._getframe(1).f_code.co_name != "__init__" and (
+                        not probes.resets_at or probes.resets_at[-1] != probes.pass_clock):
+                    probes.resets_at.append(probes.pass_clock)
+                return _real(self, *args, **kwargs)
+
+            reset_parameters.__doc__, reset_parameters.__wrapped__ = real.__doc__, real
+            cls.reset_parameters = reset_parameters
 
     def _wrap_backward(self):
         autograd = self.torch.autograd
@@ -1376,13 +1400,15 @@ class HealthProbes:
                 used = record["output_site"]
                 evidence.update({"output_used_at": _short_site(used), "trained_modules": record["trained_modules"],
                                  "weights_change": record["changed"]})
+                others = sorted(set(record["trained_modules"]))
+                trained = ", ".join(("another " + name) if name == record["module"] else name for name in others)
                 message = (
-                    "%s gets gradients for %d parameter tensors only through its output%s, which enters "
-                    "the loss with its graph attached; no optimizer holds its parameters (the optimizers "
-                    "train %s): compute it under torch.no_grad() or .detach() it (a target network, an "
-                    "EMA teacher)" % (record["module"], record["trained"],
-                                      " (at %s)" % _short_site(used) if used else "",
-                                      ", ".join(sorted(set(record["trained_modules"]))))
+                    "%s gets gradients for %d parameter tensors only through its output, computed %s "
+                    "and entering the loss with its graph attached, while no optimizer holds its "
+                    "parameters (the optimizers train %s): a target network or teacher is run under "
+                    "torch.no_grad() or its output .detach()ed" % (
+                        record["module"], record["trained"], "here" if used else "outside the user's code",
+                        trained)
                 )
                 return self._finding("frozen-optimizer", used or record["site"], message, evidence)
             message = (
@@ -1426,6 +1452,8 @@ class HealthProbes:
         batches = 0
         called = set()
         self.active_passes.append(called)
+        self.pass_clock += 1
+        started = self.pass_clock
         try:
             for batch in iterator:
                 batches += 1
@@ -1446,7 +1474,7 @@ class HealthProbes:
                     base, indices = None, _UNKNOWN
                 self.passes.append({
                     "loader": serial if serial is not None else -len(self.passes) - 1, "site": site,
-                    "base": base, "indices": indices, "models": called,
+                    "base": base, "indices": indices, "models": called, "started": started,
                     "train": self.state.steps > steps or self.backwards > backwards,
                     "hashes": hashes, "batches": batches,
                 })
@@ -1554,9 +1582,11 @@ class HealthProbes:
             loader = p["loader"]
             if loader in train_loaders or loader in seen_loaders:
                 continue  # a training loader evaluated again (training accuracy): not a leak
-            # only the passes that trained a model this pass evaluates (k-fold: each fold's
-            # model against its own training folds; a pass computing statistics evaluates none)
-            related = [t for t in train if t["models"] & p["models"]]
+            # only the passes that trained, before it, a model this pass evaluates, with no
+            # weights reset between (k-fold: each fold's model against its own training folds;
+            # a pass computing statistics evaluates no model)
+            related = [t for t in train if t["models"] & p["models"] and t["started"] < p["started"]
+                       and not any(t["started"] <= r < p["started"] for r in self.resets_at)]
             if not related:
                 continue
             seen_loaders.add(loader)
@@ -1652,12 +1682,15 @@ class HealthProbes:
         dead = {}  # module -> its parameters that never had a gradient, in order
         steps = 0
         optimizers = []
+        # a parameter two optimizers hold (InfoGAN's info optimizer and the discriminator's) is
+        # alive when it had a gradient at the steps of either
+        alive = set(key for record in self.records for key, info in record["params"].items() if info["grad"])
         for record in self.records:
             if not record["live_steps"]:
                 continue
             steps = max(steps, record["live_steps"])
-            for info in record["params"].values():
-                if info["grad"] or not info["requires_grad"] or not info["name"]:
+            for key, info in record["params"].items():
+                if info["grad"] or key in alive or not info["requires_grad"] or not info["name"]:
                     continue
                 entry = dead.setdefault(info["module"], {
                     "module": info["module"], "type": info["type"], "parameters": [],
