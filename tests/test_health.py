@@ -290,3 +290,39 @@ def test_every_report_shows_the_findings(tmp_path: Path) -> None:
     # a fix report with no findings keeps its old look
     quiet = _report(())
     assert "[WARNING]" not in render_text(quiet) and "Health checks" not in render_markdown(quiet, tmp_path)
+
+
+def test_information_is_reported_as_information_and_never_fails(tmp_path: Path) -> None:
+    """An information finding (what a short run could not rule out) is shown in every report as
+    such ([INFO], a note, level "information") and changes no exit code, --strict-health included."""
+    info = HealthFinding(
+        id="dead-parameters", message="3 branch modules of SuperNet.choice_block.0 were not sampled in 2 steps",
+        file="train.py", line=4, evidence={"branches": 3, "steps": 2}, level="information",
+    )
+    warning = HealthFinding(id="nan-loss", message="the loss is nan", file="train.py", line=3)
+    (tmp_path / "train.py").write_text("import torch\nx = 1\nloss.backward()\nmodel(x)\n")
+    for command, strict in (("doctor", False), ("fix", True)):
+        report = _report((info,), command=command, strict_health=strict)
+        assert report.exit_code == 0 and report.warnings == ()
+        text = render_text(report)
+        assert "[INFO] train.py:4\nHealth: dead-parameters\nProblem: 3 branch modules" in text
+        assert "[WARNING]" not in text and "(--strict-health)" not in text
+    doctor = _report((info,), command="doctor")
+    assert "Status: SUCCESS | Health findings: 0 (+1 information)" in render_text(doctor)
+    assert _report((info, warning), command="doctor").exit_code == 1
+    assert _report((info, warning), command="fix", strict_health=True).exit_code == 1
+    data = json.loads(render_json(doctor))
+    validate_report(data)
+    assert [h["level"] for h in data["health"]] == ["information"]
+    markdown = render_markdown(doctor, tmp_path)
+    assert "#### ℹ️ `dead-parameters` (information) at `train.py:4`" in markdown and "healthy" in markdown
+    sarif = json.loads(render_sarif(doctor, all_patterns(), tmp_path))
+    validate_sarif(sarif)
+    assert [(r["ruleId"], r["level"]) for r in sarif["runs"][0]["results"]] == [("dead-parameters", "note")]
+    assert sarif["runs"][0]["invocations"][0]["exitCode"] == 0
+    # the level survives the evidence file; anything but "information" reads as a warning
+    raw = [{"id": "dead-parameters", "file": "train.py", "line": 4, "message": "m", "evidence": {},
+            "level": "information"},
+           {"id": "nan-loss", "file": "train.py", "line": 3, "message": "m", "evidence": {}, "level": "bogus"}]
+    parsed = evidence_from_json(_evidence(tmp_path, raw)).health
+    assert parsed is not None and [h.level for h in parsed] == ["information", "warning"]

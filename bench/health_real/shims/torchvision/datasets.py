@@ -21,7 +21,7 @@ class _Synthetic(Dataset):
         self.offset = 0 if self.train else 100000
         self.targets = [i % self.classes_count for i in range(self.size)]
         self.classes = [str(c) for c in range(self.classes_count)]
-        self.data = torch.zeros((self.size,) + tuple(self.shape[1:]), dtype=torch.uint8)
+        self.data = torch.zeros((self.size, *self.shape[1:]), dtype=torch.uint8)
 
     def __len__(self):
         return self.size
