@@ -326,3 +326,71 @@ def test_information_is_reported_as_information_and_never_fails(tmp_path: Path) 
            {"id": "nan-loss", "file": "train.py", "line": 3, "message": "m", "evidence": {}, "level": "bogus"}]
     parsed = evidence_from_json(_evidence(tmp_path, raw)).health
     assert parsed is not None and [h.level for h in parsed] == ["information", "warning"]
+
+
+# Every way a script builds the optimizer of a GAN's discriminator, which is trained second (it
+# holds the generator step's gradients before its own optimizer has stepped): none of them may
+# read as "no optimizer holds its parameters".
+_GAN = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+D = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
+{build}
+opt_g = torch.optim.Adam(G.parameters(), lr=1e-3)
+bce = nn.BCEWithLogitsLoss()
+for step in range(4):
+    real = torch.randn(8, 2)
+    fake = G(torch.randn(8, 4))
+    opt_g.zero_grad()
+    bce(D(fake), torch.ones(8, 1)).backward()
+    opt_g.step()
+    opt_d.zero_grad()
+    (bce(D(real), torch.ones(8, 1)) + bce(D(fake.detach()), torch.zeros(8, 1))).backward()
+    opt_d.step()
+print("done")
+"""
+_OPTIMIZER_BUILDS = {
+    "param-groups": "opt_d = torch.optim.SGD([{'params': D[0].parameters()}, {'params': D[2].parameters(), 'lr': 0.1}], lr=0.01)",
+    "inside-a-class": (
+        "class Trainer:\n    def __init__(self, model):\n        self.optimizer = self.make(model)\n"
+        "    def make(self, model):\n        return torch.optim.RMSprop(model.parameters())\n"
+        "opt_d = Trainer(D).optimizer"
+    ),
+    "subclass": (
+        "class Clipped(torch.optim.Adam):\n    def step(self, closure=None):\n        return super().step(closure)\n"
+        "opt_d = Clipped(D.parameters())"
+    ),
+    "lookahead-wrapper": (
+        "class Lookahead:\n    def __init__(self, optimizer, k=5):\n        self.optimizer, self.k = optimizer, k\n"
+        "    def zero_grad(self):\n        self.optimizer.zero_grad()\n"
+        "    def step(self):\n        self.optimizer.step()\n"
+        "opt_d = Lookahead(torch.optim.Adam(D.parameters()))"
+    ),
+    "lookahead-optimizer-subclass": (
+        "class Lookahead(torch.optim.Optimizer):\n    def __init__(self, base_optimizer):\n"
+        "        self.base_optimizer = base_optimizer\n        self.param_groups = base_optimizer.param_groups\n"
+        "        self.defaults, self.state = base_optimizer.defaults, base_optimizer.state\n"
+        "    def zero_grad(self, set_to_none=True):\n        self.base_optimizer.zero_grad(set_to_none)\n"
+        "    def step(self, closure=None):\n        return self.base_optimizer.step()\n"
+        "opt_d = Lookahead(torch.optim.Adam(D.parameters()))"
+    ),
+    "zero-redundancy": (
+        "import os, tempfile\nimport torch.distributed as dist\n"
+        "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+        "dist.init_process_group('gloo', init_method='file://' + os.path.join(tempfile.mkdtemp(), 'pg'), rank=0, world_size=1)\n"
+        "opt_d = ZeroRedundancyOptimizer(D.parameters(), optimizer_class=torch.optim.Adam, lr=1e-3)"
+    ),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("build", sorted(_OPTIMIZER_BUILDS))
+def test_frozen_optimizer_knows_every_optimizer_the_script_built(build: str, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(_GAN.format(build=_OPTIMIZER_BUILDS[build]))
+    result = run_cli("doctor", "train.py", "--json", "-", cwd=tmp_path)
+    report = json.loads(result.stdout)
+    assert report["status"] == "already-passing", result.stderr
+    assert report["health"] == [] and result.returncode == 0, report["health"]
