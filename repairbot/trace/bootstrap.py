@@ -969,6 +969,7 @@ class HealthProbes:
         self.depth = 0  # modules whose forward is running
         self.roots = weakref.WeakSet()  # modules called while no other module ran
         self.called = weakref.WeakSet()
+        self.called_with_grad = weakref.WeakSet()  # modules whose forward ran with grad mode on
         self.custom_losses = 0  # user-defined loss modules whose forward is running
         self._custom_loss_classes = {}
         self.nan = None
@@ -1139,6 +1140,8 @@ class HealthProbes:
                     called.add(serial)
         self.depth += 1
         self.called.add(module)
+        if self.torch.is_grad_enabled():
+            self.called_with_grad.add(module)
         if self._is_custom_loss(module):
             self.custom_losses += 1
         return None
@@ -1252,7 +1255,11 @@ class HealthProbes:
             info["type"] = type(module).__name__ if module is not None else None
             info["site"] = self.state.module_sites.get(module) if module is not None else None
             info["called"] = module in self.called if module is not None else None
-            info["branch_of"] = self._selecting_container(root, owner) if info["called"] is False else None
+            # a forward run only under no_grad (an evaluation pass) could not have routed a gradient
+            info["called_with_grad"] = module in self.called_with_grad if module is not None else None
+            info["branch_of"] = (
+                self._selecting_container(root, owner) if info["called_with_grad"] is False else None
+            )
 
     def _selecting_container(self, root, owner):
         """The ModuleList/ModuleDict among the ancestors of the never-called module ``owner``
@@ -1272,9 +1279,9 @@ class HealthProbes:
             branch = container._modules.get(parts[depth])
             if branch is None:
                 continue
-            if any(m in self.called for m in branch.modules()):
+            if any(m in self.called_with_grad for m in branch.modules()):
                 return None  # its own branch ran: the module was skipped inside it
-            if any(m in self.called for key, child in container._modules.items()
+            if any(m in self.called_with_grad for key, child in container._modules.items()
                    if key != parts[depth] and child is not None for m in child.modules()):
                 return "%s.%s" % (type(root).__name__, prefix) if prefix else type(root).__name__
         return None
@@ -1695,7 +1702,7 @@ class HealthProbes:
                 entry = dead.setdefault(info["module"], {
                     "module": info["module"], "type": info["type"], "parameters": [],
                     "built_at": _short_site(info["site"]), "forward_called": info["called"], "site": info["site"],
-                    "branch_of": info.get("branch_of"),
+                    "forward_called_with_grad": info.get("called_with_grad"), "branch_of": info.get("branch_of"),
                 })
                 if info["name"] not in entry["parameters"]:
                     entry["parameters"].append(info["name"])
@@ -1712,7 +1719,8 @@ class HealthProbes:
             site = next((d["site"] for d in described if d["site"]), None)
             count = sum(len(d["parameters"]) for d in described)
             listed = ", ".join(
-                "%s (%s%s)" % (d["module"], d["type"], "" if d["forward_called"] else ", never called")
+                "%s (%s%s)" % (d["module"], d["type"], "" if d["forward_called_with_grad"] else
+                               ", called only under no_grad" if d["forward_called"] else ", never called")
                 for d in described[:5]
             )
             message = (
@@ -1729,13 +1737,13 @@ class HealthProbes:
             for d in unsampled:
                 if d["branch_of"] not in containers:
                     containers.append(d["branch_of"])
+            shown = ", ".join(containers[:3]) + (" and %d more" % (len(containers) - 3) if len(containers) > 3 else "")
             message = (
-                "%d branch module%s of %s (%d parameter tensor%s) %s not sampled in %d optimizer step%s: "
-                "the forward selects among the children of %s, and a short run routes to only some "
-                "(by design in a supernet or a mixture of experts)" % (
-                    len(unsampled), "" if len(unsampled) == 1 else "s", ", ".join(containers[:3]), count,
-                    "" if count == 1 else "s", "was" if len(unsampled) == 1 else "were", steps, plural,
-                    "it" if len(containers) == 1 else "them")
+                "%d branch module%s (%d parameter tensor%s) %s not sampled in %d optimizer step%s: the "
+                "forward picks among the children of %s, and a short run routes to only some (by design "
+                "in a supernet or a mixture of experts)" % (
+                    len(unsampled), "" if len(unsampled) == 1 else "s", count, "" if count == 1 else "s",
+                    "was" if len(unsampled) == 1 else "were", steps, plural, shown)
             )
             modules = [{"module": d["module"], "type": d["type"], "parameters": len(d["parameters"]),
                         "branch_of": d["branch_of"], "built_at": d["built_at"]} for d in unsampled[:20]]
