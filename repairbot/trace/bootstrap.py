@@ -992,6 +992,7 @@ class HealthProbes:
         self.resets_at = []  # pass_clock whenever a layer's reset_parameters() ran (k-fold: weights reset)
         self.broadcasts = []
         self.loaders = weakref.WeakKeyDictionary()  # DataLoader -> (serial, construction site)
+        self.loader_samples = weakref.WeakKeyDictionary()  # DataLoader -> (base dataset, its indices)
         self.passes = []  # finished passes over DataLoaders
 
     # installation ---------------------------------------------------------------------------
@@ -1475,10 +1476,18 @@ class HealthProbes:
                 self.active_passes.remove(called)
             if batches:
                 serial, site = self.loaders.get(loader, (None, None))
-                try:
-                    base, indices = self._loader_samples(loader)
-                except Exception:
-                    base, indices = None, _UNKNOWN
+                # once per loader: a pass per epoch must not copy the index set of a big dataset
+                known = self.loader_samples.get(loader)
+                if known is None:
+                    try:
+                        known = self._loader_samples(loader)
+                    except Exception:
+                        known = (None, _UNKNOWN)
+                    try:
+                        self.loader_samples[loader] = known
+                    except TypeError:
+                        pass
+                base, indices = known
                 self.passes.append({
                     "loader": serial if serial is not None else -len(self.passes) - 1, "site": site,
                     "base": base, "indices": indices, "models": called, "started": started,
