@@ -11,6 +11,7 @@ gym 0.26). Run from the repository root with the project's environment:
 
     .venv/bin/python bench/health_real.py                   # every script
     .venv/bin/python bench/health_real.py --only gan dqn    # some of them
+    .venv/bin/python bench/health_real.py --code /tmp/old   # a baseline: an older checkout's repairbot
 
 It prints one row per script (its findings with their verdicts) and the precision, and writes
 bench/health_real/results.json. A finding with no verdict in the manifest is printed as
@@ -105,11 +106,14 @@ def materialize(entry: dict[str, Any], mirror_root: Path, folder: Path) -> tuple
     return script, commit
 
 
-def run_doctor(script: Path, entry: dict[str, Any]) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(SHIMS), "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
+def run_doctor(script: Path, entry: dict[str, Any], code: Path | None = None) -> dict[str, Any]:
+    """``repairbot doctor`` on the script; ``code``: another checkout's repairbot (a baseline)."""
+    path = os.pathsep.join([*([str(code)] if code else []), str(SHIMS)])
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
            "MPLBACKEND": "Agg"}
     report = script.parent / ".report.json"
-    command = [str(REPAIRBOT), "doctor", script.name, "--json", str(report), "--timeout", "240", "-q"]
+    launcher = [sys.executable, "-m", "repairbot"] if code else [str(REPAIRBOT)]
+    command = [*launcher, "doctor", script.name, "--json", str(report), "--timeout", "240", "-q"]
     if entry.get("args"):
         command += ["--", *entry["args"]]
     started = time.monotonic()
@@ -142,6 +146,8 @@ def main() -> int:
     parser.add_argument("--mirror", type=Path, default=Path("/work/.mirror"), help="folder of the fetched mirrors")
     parser.add_argument("--only", nargs="*", help="names of the manifest entries to run")
     parser.add_argument("--keep", action="store_true", help="keep the materialized scripts (printed)")
+    parser.add_argument("--code", type=Path, help="run another checkout's repairbot package (a baseline: "
+                        "results are printed, not written)")
     options = parser.parse_args()
     entries = tomllib.loads(MANIFEST.read_text())["script"]
     if options.only:
@@ -153,7 +159,7 @@ def main() -> int:
             folder = work / entry["name"]
             folder.mkdir()
             script, commit = materialize(entry, options.mirror, folder)
-            outcome = run_doctor(script, entry)
+            outcome = run_doctor(script, entry, options.code)
             judged = judge(entry, outcome["health"])
             rows.append({"name": entry["name"], "repo": entry["repo"], "path": entry["path"], "commit": commit,
                          "covers": entry.get("covers", ""), "adapted": entry.get("adapted", []),
@@ -185,7 +191,7 @@ def main() -> int:
         "missing": sum(j["verdict"] == "MISSING" for row in rows for j in row["findings"]),
     }
     print(json.dumps(summary))
-    if not options.only:
+    if not options.only and not options.code:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps({"summary": summary, "scripts": rows}, indent=1) + "\n")
     return 0
