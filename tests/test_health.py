@@ -394,3 +394,50 @@ def test_frozen_optimizer_knows_every_optimizer_the_script_built(build: str, tmp
     report = json.loads(result.stdout)
     assert report["status"] == "already-passing", result.stderr
     assert report["health"] == [] and result.returncode == 0, report["health"]
+
+
+_TWO_MODELS = """\
+import copy
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+student = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+{second}
+optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+for step in range(5):
+    x = torch.randn(8, 4)
+    optimizer.zero_grad()
+    loss = (student(x) - {target}).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+    {update}
+print("done")
+"""
+
+
+@pytest.mark.torch
+def test_frozen_optimizer_names_an_ema_teacher_whose_output_is_not_detached(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(_TWO_MODELS.format(
+        second="teacher = copy.deepcopy(student)", target="teacher(x)",
+        update=("with torch.no_grad():\n        for t, s in zip(teacher.parameters(), student.parameters()):\n"
+                "            t.mul_(0.9).add_(s, alpha=0.1)"),
+    ))
+    report = json.loads(run_cli("doctor", "train.py", "--json", "-", cwd=tmp_path).stdout)
+    (finding,) = report["health"]
+    assert finding["id"] == "frozen-optimizer" and finding["line"] == 12  # the loss line that calls teacher(x)
+    assert finding["evidence"]["weights_change"] is True and finding["evidence"]["output_used_at"] == "train.py:12"
+    assert "graph attached" in finding["message"] and "another Sequential" in finding["message"]
+
+
+@pytest.mark.torch
+def test_frozen_optimizer_is_silent_on_a_model_updated_by_hand(tmp_path: Path) -> None:
+    """A second model trained by a hand-written SGD step: it holds gradients no optimizer
+    holds, and its weights change; not a frozen model."""
+    (tmp_path / "train.py").write_text(_TWO_MODELS.format(
+        second="critic = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))", target="critic(x)",
+        update=("with torch.no_grad():\n        for p in critic.parameters():\n"
+                "            p -= 0.01 * p.grad\n            p.grad = None"),
+    ))
+    report = json.loads(run_cli("doctor", "train.py", "--json", "-", cwd=tmp_path).stdout)
+    assert report["status"] == "already-passing" and report["health"] == [], report["health"]

@@ -1380,8 +1380,8 @@ class HealthProbes:
                 continue
             everywhere = set(id(p) for ps in root_params.values() for p in ps)
             shapes = [tuple(p.shape) for p in params]
-            twins = [type(r).__name__ for r in trained_roots
-                     if type(r) is type(root) or [tuple(p.shape) for p in root_params[id(r)]] == shapes]
+            # a copy of a trained model (the same parameter shapes): a target network, an EMA teacher
+            twins = [type(r).__name__ for r in trained_roots if [tuple(p.shape) for p in root_params[id(r)]] == shapes]
             record = {
                 "module": type(root).__name__, "site": self.state.module_sites.get(root),
                 "output_site": self.output_sites.get(root), "trained": len(trained), "params": len(params),
