@@ -349,5 +349,6 @@ def health_from_json(items: Sequence[Mapping[str, Any]]) -> tuple[HealthFinding,
             line=int(line) if isinstance(line, int) and line > 0 else None,
             evidence=dict(item.get("evidence") or {}),
             fix=dict(fix) if isinstance(fix, Mapping) else None,
+            level="information" if item.get("level") == "information" else "warning",
         ))
     return tuple(findings)

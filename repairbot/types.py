@@ -189,6 +189,13 @@ class HealthFinding:
     evidence: Mapping[str, Any] = field(default_factory=dict)  # what the run measured (JSON)
     # The same fix a static rule offers ({rule, applicability, diff}); offered, never applied.
     fix: Mapping[str, Any] | None = None
+    # "warning": a bug; "information": what the run could not rule out (a branch of a module
+    # that selects among its children, not sampled in the steps run): never fails an exit code.
+    level: str = "warning"
+
+    @property
+    def is_warning(self) -> bool:
+        return self.level != "information"
 
     @property
     def location(self) -> str:
@@ -197,7 +204,7 @@ class HealthFinding:
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "id": self.id, "file": self.file, "line": self.line, "message": self.message,
-            "evidence": dict(self.evidence),
+            "evidence": dict(self.evidence), "level": self.level,
         }
         if self.fix is not None:
             data["fix"] = dict(self.fix)
@@ -250,12 +257,17 @@ class RepairReport:
     locations: Locations | None = None  # notebooks' lines by cell (repairbot.notebook.Locator); not in the JSON
 
     @property
+    def warnings(self) -> tuple[HealthFinding, ...]:
+        """The health findings that are bugs (information never changes an exit code)."""
+        return tuple(h for h in self.health if h.is_warning)
+
+    @property
     def exit_code(self) -> int:
         code = exit_code_for(self.status)
         if self.command == "doctor" and code == 0:
             # doctor: 0 only for a run with no crash and no finding
-            return 1 if self.health or self.attempts or self.remaining is not None else 0
-        if code == 0 and self.strict_health and self.health:
+            return 1 if self.warnings or self.attempts or self.remaining is not None else 0
+        if code == 0 and self.strict_health and self.warnings:
             return 1
         return code
 

@@ -66,33 +66,50 @@ def test_doctor_finds_exactly_the_fixtures_bugs(fixture: Fixture, tmp_path: Path
         "--sarif", str(tmp_path / "r.sarif"), "--markdown", str(tmp_path / "r.md"), cwd=repo,
     )
     output = result.stdout + result.stderr
-    expected = fixture.config["health"]
+    expected = fixture.config["health"]  # the warnings
+    information = fixture.config.get("information", [])
     report = json.loads((tmp_path / "r.json").read_text())
-    assert [h["id"] for h in report["health"]] == expected, output
-    assert result.returncode == (1 if expected else 0), output
+    warnings = [h for h in report["health"] if h["level"] == "warning"]
+    notes = [h for h in report["health"] if h["level"] == "information"]
+    assert [h["id"] for h in warnings] == expected, output
+    assert [h["id"] for h in notes] == information, output
+    assert result.returncode == (1 if expected else 0), output  # information never fails
     assert report["status"] == "already-passing" and report["command"] == "doctor"
     validate_report(report)
     sarif = json.loads((tmp_path / "r.sarif").read_text())
     validate_sarif(sarif)
-    warnings = [r for r in sarif["runs"][0]["results"] if r["level"] == "warning"]
-    assert [r["ruleId"] for r in warnings] == expected
+    results = sarif["runs"][0]["results"]
+    assert [r["ruleId"] for r in results if r["level"] == "warning"] == expected
+    assert [r["ruleId"] for r in results if r["level"] == "note"] == information
     markdown = (tmp_path / "r.md").read_text()
     assert "### Health checks" in markdown
     for finding in report["health"]:
         assert finding["file"] == "train.py" and finding["line"] >= 1, finding
-        assert f"[WARNING] train.py:{finding['line']}" in result.stdout
+        tag = "WARNING" if finding["level"] == "warning" else "INFO"
+        assert f"[{tag}] train.py:{finding['line']}" in result.stdout
         assert f"`{finding['id']}`" in markdown
+    for key, value in fixture.config.get("health_evidence", {}).items():
+        assert report["health"][0]["evidence"][key] == value, report["health"][0]
     assert snapshot(repo) == before  # doctor writes nothing
     if "grad-accumulation" in expected:
         (finding,) = report["health"]
         assert finding["fix"]["rule"] == "missing-zero-grad" and finding["fix"]["applicability"] == "safe"
         assert "+            optimizer.zero_grad()\n" in finding["fix"]["diff"]
         assert (repo / "train.py").read_text().count("zero_grad") == 0  # offered, never applied
-    if "data-leakage" in expected:
-        assert report["health"][0]["evidence"]["overlap"] == 24
     if "dead-parameters" in expected:
-        modules = [m["module"] for m in report["health"][0]["evidence"]["modules"]]
+        modules = [m["module"] for m in warnings[0]["evidence"]["modules"]]
         assert modules == ["Net.encoder.0", "Net.encoder.2"]
+    if "frozen-optimizer" in expected and fixture.name == "health_frozen_target_network":
+        (finding,) = warnings
+        line = (repo / "train.py").read_text().splitlines()[finding["line"] - 1]
+        assert "q_target(s_prime)" in line, finding  # where the target network's output enters the loss
+        assert finding["evidence"]["output_used_at"] == f"train.py:{finding['line']}"
+        assert finding["evidence"]["trained_modules"] == ["Qnet"] and "target network" in finding["message"]
+    if "dead-parameters" in information:
+        (note,) = notes
+        assert all(m.startswith("SuperNet.choice_block.") for m in note["evidence"]["selecting_modules"]), note
+        assert "not sampled" in note["message"] and note["evidence"]["branches"] >= 1
+        assert "[INFO] train.py:" in result.stdout and "Health findings: 0 (+1 information)" in result.stdout
 
 
 @pytest.mark.torch
@@ -273,3 +290,154 @@ def test_every_report_shows_the_findings(tmp_path: Path) -> None:
     # a fix report with no findings keeps its old look
     quiet = _report(())
     assert "[WARNING]" not in render_text(quiet) and "Health checks" not in render_markdown(quiet, tmp_path)
+
+
+def test_information_is_reported_as_information_and_never_fails(tmp_path: Path) -> None:
+    """An information finding (what a short run could not rule out) is shown in every report as
+    such ([INFO], a note, level "information") and changes no exit code, --strict-health included."""
+    info = HealthFinding(
+        id="dead-parameters", message="3 branch modules of SuperNet.choice_block.0 were not sampled in 2 steps",
+        file="train.py", line=4, evidence={"branches": 3, "steps": 2}, level="information",
+    )
+    warning = HealthFinding(id="nan-loss", message="the loss is nan", file="train.py", line=3)
+    (tmp_path / "train.py").write_text("import torch\nx = 1\nloss.backward()\nmodel(x)\n")
+    for command, strict in (("doctor", False), ("fix", True)):
+        report = _report((info,), command=command, strict_health=strict)
+        assert report.exit_code == 0 and report.warnings == ()
+        text = render_text(report)
+        assert "[INFO] train.py:4\nHealth: dead-parameters\nProblem: 3 branch modules" in text
+        assert "[WARNING]" not in text and "(--strict-health)" not in text
+    doctor = _report((info,), command="doctor")
+    assert "Status: SUCCESS | Health findings: 0 (+1 information)" in render_text(doctor)
+    assert _report((info, warning), command="doctor").exit_code == 1
+    assert _report((info, warning), command="fix", strict_health=True).exit_code == 1
+    data = json.loads(render_json(doctor))
+    validate_report(data)
+    assert [h["level"] for h in data["health"]] == ["information"]
+    markdown = render_markdown(doctor, tmp_path)
+    assert "#### ℹ️ `dead-parameters` (information) at `train.py:4`" in markdown and "healthy" in markdown
+    sarif = json.loads(render_sarif(doctor, all_patterns(), tmp_path))
+    validate_sarif(sarif)
+    assert [(r["ruleId"], r["level"]) for r in sarif["runs"][0]["results"]] == [("dead-parameters", "note")]
+    assert sarif["runs"][0]["invocations"][0]["exitCode"] == 0
+    # the level survives the evidence file; anything but "information" reads as a warning
+    raw = [{"id": "dead-parameters", "file": "train.py", "line": 4, "message": "m", "evidence": {},
+            "level": "information"},
+           {"id": "nan-loss", "file": "train.py", "line": 3, "message": "m", "evidence": {}, "level": "bogus"}]
+    parsed = evidence_from_json(_evidence(tmp_path, raw)).health
+    assert parsed is not None and [h.level for h in parsed] == ["information", "warning"]
+
+
+# Every way a script builds the optimizer of a GAN's discriminator, which is trained second (it
+# holds the generator step's gradients before its own optimizer has stepped): none of them may
+# read as "no optimizer holds its parameters".
+_GAN = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+D = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
+{build}
+opt_g = torch.optim.Adam(G.parameters(), lr=1e-3)
+bce = nn.BCEWithLogitsLoss()
+for step in range(4):
+    real = torch.randn(8, 2)
+    fake = G(torch.randn(8, 4))
+    opt_g.zero_grad()
+    bce(D(fake), torch.ones(8, 1)).backward()
+    opt_g.step()
+    opt_d.zero_grad()
+    (bce(D(real), torch.ones(8, 1)) + bce(D(fake.detach()), torch.zeros(8, 1))).backward()
+    opt_d.step()
+print("done")
+"""
+_OPTIMIZER_BUILDS = {
+    "param-groups": "opt_d = torch.optim.SGD([{'params': D[0].parameters()}, {'params': D[2].parameters(), 'lr': 0.1}], lr=0.01)",
+    "inside-a-class": (
+        "class Trainer:\n    def __init__(self, model):\n        self.optimizer = self.make(model)\n"
+        "    def make(self, model):\n        return torch.optim.RMSprop(model.parameters())\n"
+        "opt_d = Trainer(D).optimizer"
+    ),
+    "subclass": (
+        "class Clipped(torch.optim.Adam):\n    def step(self, closure=None):\n        return super().step(closure)\n"
+        "opt_d = Clipped(D.parameters())"
+    ),
+    "lookahead-wrapper": (
+        "class Lookahead:\n    def __init__(self, optimizer, k=5):\n        self.optimizer, self.k = optimizer, k\n"
+        "    def zero_grad(self):\n        self.optimizer.zero_grad()\n"
+        "    def step(self):\n        self.optimizer.step()\n"
+        "opt_d = Lookahead(torch.optim.Adam(D.parameters()))"
+    ),
+    "lookahead-optimizer-subclass": (
+        "class Lookahead(torch.optim.Optimizer):\n    def __init__(self, base_optimizer):\n"
+        "        self.base_optimizer = base_optimizer\n        self.param_groups = base_optimizer.param_groups\n"
+        "        self.defaults, self.state = base_optimizer.defaults, base_optimizer.state\n"
+        "    def zero_grad(self, set_to_none=True):\n        self.base_optimizer.zero_grad(set_to_none)\n"
+        "    def step(self, closure=None):\n        return self.base_optimizer.step()\n"
+        "opt_d = Lookahead(torch.optim.Adam(D.parameters()))"
+    ),
+    "zero-redundancy": (
+        "import os, tempfile\nimport torch.distributed as dist\n"
+        "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+        "dist.init_process_group('gloo', init_method='file://' + os.path.join(tempfile.mkdtemp(), 'pg'), rank=0, world_size=1)\n"
+        "opt_d = ZeroRedundancyOptimizer(D.parameters(), optimizer_class=torch.optim.Adam, lr=1e-3)"
+    ),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("build", sorted(_OPTIMIZER_BUILDS))
+def test_frozen_optimizer_knows_every_optimizer_the_script_built(build: str, tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(_GAN.format(build=_OPTIMIZER_BUILDS[build]))
+    result = run_cli("doctor", "train.py", "--json", "-", cwd=tmp_path)
+    report = json.loads(result.stdout)
+    assert report["status"] == "already-passing", result.stderr
+    assert report["health"] == [] and result.returncode == 0, report["health"]
+
+
+_TWO_MODELS = """\
+import copy
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+student = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+{second}
+optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+for step in range(5):
+    x = torch.randn(8, 4)
+    optimizer.zero_grad()
+    loss = (student(x) - {target}).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+    {update}
+print("done")
+"""
+
+
+@pytest.mark.torch
+def test_frozen_optimizer_names_an_ema_teacher_whose_output_is_not_detached(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(_TWO_MODELS.format(
+        second="teacher = copy.deepcopy(student)", target="teacher(x)",
+        update=("with torch.no_grad():\n        for t, s in zip(teacher.parameters(), student.parameters()):\n"
+                "            t.mul_(0.9).add_(s, alpha=0.1)"),
+    ))
+    report = json.loads(run_cli("doctor", "train.py", "--json", "-", cwd=tmp_path).stdout)
+    (finding,) = report["health"]
+    assert finding["id"] == "frozen-optimizer" and finding["line"] == 12  # the loss line that calls teacher(x)
+    assert finding["evidence"]["weights_change"] is True and finding["evidence"]["output_used_at"] == "train.py:12"
+    assert "graph attached" in finding["message"] and "another Sequential" in finding["message"]
+
+
+@pytest.mark.torch
+def test_frozen_optimizer_is_silent_on_a_model_updated_by_hand(tmp_path: Path) -> None:
+    """A second model trained by a hand-written SGD step: it holds gradients no optimizer
+    holds, and its weights change; not a frozen model."""
+    (tmp_path / "train.py").write_text(_TWO_MODELS.format(
+        second="critic = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 1))", target="critic(x)",
+        update=("with torch.no_grad():\n        for p in critic.parameters():\n"
+                "            p -= 0.01 * p.grad\n            p.grad = None"),
+    ))
+    report = json.loads(run_cli("doctor", "train.py", "--json", "-", cwd=tmp_path).stdout)
+    assert report["status"] == "already-passing" and report["health"] == [], report["health"]

@@ -106,7 +106,10 @@ def check_sarif(log: dict[str, Any], report: dict[str, Any], repo: Path) -> None
     results = [r for r in run["results"] if r["level"] == "error"]
     warnings = [r for r in run["results"] if r["level"] == "warning"]
     assert len(results) == len(report["attempts"]) + ("remaining" in report)
-    assert [w["ruleId"] for w in warnings] == [h["id"] for h in report.get("health", [])]
+    health = report.get("health", [])
+    assert [w["ruleId"] for w in warnings] == [h["id"] for h in health if h.get("level") != "information"]
+    notes = [r["ruleId"] for r in run["results"] if r["level"] == "note"]
+    assert notes == [h["id"] for h in health if h.get("level") == "information"]
     for result, attempt in zip(results, report["attempts"], strict=False):
         expected_rule = (attempt.get("fix") or {}).get("pattern") or attempt["failure"]["pattern"] or "unclassified"
         assert result["ruleId"] == expected_rule and rules[result["ruleIndex"]] == expected_rule

@@ -399,8 +399,9 @@ def _summary_table(report: RepairReport) -> str:
 
 
 def _health_finding(finding: HealthFinding) -> str:
+    head = f"⚠️ {code(finding.id)}" if finding.is_warning else f"ℹ️ {code(finding.id)} (information)"
     parts = [
-        f"#### ⚠️ {code(finding.id)} at {_where(finding.file, finding.line) if finding.file else 'no source line'}",
+        f"#### {head} at {_where(finding.file, finding.line) if finding.file else 'no source line'}",
         inline(finding.message),
     ]
     if finding.evidence:
@@ -466,7 +467,7 @@ def render_markdown(report: RepairReport, root: Path | None = None) -> str:
         icon = "✅" if report.exit_code == 0 else "⚠️"
         verdict = "healthy" if report.exit_code == 0 else (
             "crashed" if report.attempts or report.status is not Status.ALREADY_PASSING
-            else f"{len(report.health)} health finding{'s' if len(report.health) != 1 else ''}"
+            else f"{len(report.warnings)} health finding{'s' if len(report.warnings) != 1 else ''}"
         )
         head = [f"## {icon} repairbot doctor: {code(report.script)} {verdict}"]
     else:

@@ -117,8 +117,8 @@ def render_text(report: RepairReport) -> str:
             f"Status: FAILED | Stop reason: {reason.value} ({STOP_EXPLANATIONS[reason]}) | "
             f"Errors Fixed: 0 | Files Modified: none"
         )
-    if report.command != "doctor" and report.strict_health and report.health and report.exit_code:
-        status += f" | Health findings: {len(report.health)} (--strict-health)"
+    if report.command != "doctor" and report.strict_health and report.warnings and report.exit_code:
+        status += f" | Health findings: {len(report.warnings)} (--strict-health)"
     notes = [f"Note: {note}" for note in report.notes]
     if report.branch:
         notes.append(f"Branch: {report.branch} ({report.commit})")
@@ -161,9 +161,11 @@ def left_loops_text(limits: RunLimits) -> str:
 
 def _doctor_status(report: RepairReport, blocks: list[str]) -> str:
     """doctor's status line: SUCCESS only for a run with no crash and no finding."""
-    findings = f"Health findings: {len(report.health)}"
+    findings = f"Health findings: {len(report.warnings)}"
+    if len(report.health) > len(report.warnings):
+        findings += f" (+{len(report.health) - len(report.warnings)} information)"
     if report.status is Status.ALREADY_PASSING:
-        if not report.health:
+        if not report.warnings:
             blocks.append("The script runs without error under the harness and no health check found anything.")
         verdict = "SUCCESS" if report.exit_code == 0 else "FAILED"
         return f"Status: {verdict} | {findings} | Files Modified: none"
@@ -192,9 +194,10 @@ def _compact(value: Any) -> str:
 
 
 def health_block(finding: HealthFinding) -> str:
-    """A health finding as a ``[WARNING] file:line`` block (the offered fix's diff indented)."""
+    """A health finding as a ``[WARNING] file:line`` block (``[INFO]`` for information; the
+    offered fix's diff indented)."""
     lines = [
-        f"[WARNING] {finding.location}",
+        f"[{'WARNING' if finding.is_warning else 'INFO'}] {finding.location}",
         f"Health: {finding.id}",
         f"Problem: {finding.message}",
     ]

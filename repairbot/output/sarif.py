@@ -332,7 +332,8 @@ class _Results:
         }
 
     def health(self, finding: HealthFinding) -> dict[str, Any]:
-        """A health finding: a warning at the user's line, the offered fix as a SARIF fix."""
+        """A health finding: a warning (information: a note) at the user's line, the offered fix
+        as a SARIF fix."""
         text = finding.message
         if finding.evidence:
             text += f"\nEvidence: {evidence_line(finding.evidence)}"
@@ -343,7 +344,7 @@ class _Results:
         result: dict[str, Any] = {
             "ruleId": finding.id,
             "ruleIndex": self.index[finding.id],
-            "level": "warning",
+            "level": "warning" if finding.is_warning else "note",
             "message": {"text": text},
             "locations": [location],
         }

@@ -1762,6 +1762,7 @@ class HealthProbes:
         self.depth = 0  # modules whose forward is running
         self.roots = weakref.WeakSet()  # modules called while no other module ran
         self.called = weakref.WeakSet()
+        self.called_with_grad = weakref.WeakSet()  # modules whose forward ran with grad mode on
         self.custom_losses = 0  # user-defined loss modules whose forward is running
         self._custom_loss_classes = {}
         self.nan = None
@@ -1770,10 +1771,21 @@ class HealthProbes:
         # the time the findings are written (main() has returned)
         self.optimizers = weakref.WeakKeyDictionary()  # optimizer -> its record
         self.records = []
+        # every optimizer the script built (any Optimizer subclass, wherever it was built),
+        # stepped yet or not: a GAN's discriminator optimizer steps after the generator's
+        self.created = weakref.WeakSet()
         self.accumulation = None
-        self.frozen = None
+        self.frozen_candidates = weakref.WeakKeyDictionary()  # module -> what its steps showed
+        self.frozen_records = []
+        self.output_sites = weakref.WeakKeyDictionary()  # root module -> where its output was used
+        self.serials = weakref.WeakKeyDictionary()  # root module -> a number that is never reused
+        self.serial_count = 0
+        self.active_passes = []  # per DataLoader pass running: serials of the root modules it called
+        self.pass_clock = 0  # DataLoader passes started so far
+        self.resets_at = []  # pass_clock whenever a layer's reset_parameters() ran (k-fold: weights reset)
         self.broadcasts = []
         self.loaders = weakref.WeakKeyDictionary()  # DataLoader -> (serial, construction site)
+        self.loader_samples = weakref.WeakKeyDictionary()  # DataLoader -> (base dataset, its indices)
         self.passes = []  # finished passes over DataLoaders
 
     # installation ---------------------------------------------------------------------------
@@ -1781,6 +1793,7 @@ class HealthProbes:
         torch = self.torch
         nn = torch.nn
         self._wrap_backward()
+        self._wrap_optimizer_init()
         for owner in (torch.optim.Optimizer, nn.Module):
             self._wrap_zero_grad(owner)
         try:
@@ -1798,6 +1811,28 @@ class HealthProbes:
         for name in _SILENT_LOSSES:
             self._wrap_loss(name)
         self._wrap_dataloader()
+        self._wrap_reset_parameters()
+
+    def _wrap_reset_parameters(self):
+        nn = self.torch.nn
+        probes = self
+        for name in ("Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+                     "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm",
+                     "Embedding", "RNN", "LSTM", "GRU"):
+            cls = getattr(nn, name, None)
+            real = getattr(cls, "reset_parameters", None) if cls is not None else None
+            if real is None or "reset_parameters" not in cls.__dict__:
+                continue
+
+            def reset_parameters(self, *args, _real=real, **kwargs):
+                # the call of the layer's own __init__ builds it; any other call re-initialises
+                if sys._getframe(1).f_code.co_name != "__init__" and (
+                        not probes.resets_at or probes.resets_at[-1] != probes.pass_clock):
+                    probes.resets_at.append(probes.pass_clock)
+                return _real(self, *args, **kwargs)
+
+            reset_parameters.__doc__, reset_parameters.__wrapped__ = real.__doc__, real
+            cls.reset_parameters = reset_parameters
 
     def _wrap_backward(self):
         autograd = self.torch.autograd
@@ -1812,6 +1847,21 @@ class HealthProbes:
 
         backward.__doc__, backward.__wrapped__ = real_backward.__doc__, real_backward
         autograd.backward = backward
+
+    def _wrap_optimizer_init(self):
+        optimizer_class = self.torch.optim.Optimizer
+        real_init = optimizer_class.__init__
+        probes = self
+
+        def optimizer_init(self, *args, **kwargs):
+            real_init(self, *args, **kwargs)
+            try:
+                probes.created.add(self)
+            except TypeError:
+                pass
+
+        optimizer_init.__doc__, optimizer_init.__wrapped__ = real_init.__doc__, real_init
+        optimizer_class.__init__ = optimizer_init
 
     def _wrap_zero_grad(self, owner):
         real = owner.zero_grad
@@ -1875,14 +1925,27 @@ class HealthProbes:
     def forward_pre_hook(self, module, args):
         if self.depth == 0:
             self.roots.add(module)
+            if self.active_passes:
+                serial = self.serials.get(module)
+                if serial is None:
+                    self.serial_count += 1
+                    serial = self.serials[module] = self.serial_count
+                for called in self.active_passes:
+                    called.add(serial)
         self.depth += 1
         self.called.add(module)
+        if self.torch.is_grad_enabled():
+            self.called_with_grad.add(module)
         if self._is_custom_loss(module):
             self.custom_losses += 1
         return None
 
     def forward_hook(self, module, args, output):
         self.depth = max(0, self.depth - 1)
+        if self.depth == 0 and module not in self.output_sites:
+            tensor = output[0] if isinstance(output, (tuple, list)) and output else output
+            if isinstance(tensor, self.torch.Tensor) and tensor.requires_grad:
+                self.output_sites[module] = user_call_site()
         if self._is_custom_loss(module):
             self.custom_losses = max(0, self.custom_losses - 1)
             if len(args) >= 2:
@@ -1904,7 +1967,7 @@ class HealthProbes:
         record["steps"] += 1
         params = [p for group in optimizer.param_groups for p in group["params"]]
         holding = [p for p in params if p.grad is not None]
-        if self.frozen is None and self.state.steps < 5:
+        if self.state.steps < 10 and len(self.frozen_records) < 8:
             self._check_frozen()
         if not holding:
             return None
@@ -1986,6 +2049,36 @@ class HealthProbes:
             info["type"] = type(module).__name__ if module is not None else None
             info["site"] = self.state.module_sites.get(module) if module is not None else None
             info["called"] = module in self.called if module is not None else None
+            # a forward run only under no_grad (an evaluation pass) could not have routed a gradient
+            info["called_with_grad"] = module in self.called_with_grad if module is not None else None
+            info["branch_of"] = (
+                self._selecting_container(root, owner) if info["called_with_grad"] is False else None
+            )
+
+    def _selecting_container(self, root, owner):
+        """The ModuleList/ModuleDict among the ancestors of the never-called module ``owner``
+        of which another child ran while the child holding ``owner`` never did: the forward
+        selects among those children (a supernet's choice block, an MoE expert, a branch
+        indexed by a value), and a short run routes to only some. None otherwise."""
+        nn = self.torch.nn
+        parts = owner.split(".") if owner else []
+        for depth in range(len(parts) - 1, -1, -1):
+            prefix = ".".join(parts[:depth])
+            try:
+                container = root.get_submodule(prefix) if prefix else root
+            except Exception:
+                continue
+            if not isinstance(container, (nn.ModuleList, nn.ModuleDict)):
+                continue
+            branch = container._modules.get(parts[depth])
+            if branch is None:
+                continue
+            if any(m in self.called_with_grad for m in branch.modules()):
+                return None  # its own branch ran: the module was skipped inside it
+            if any(m in self.called_with_grad for key, child in container._modules.items()
+                   if key != parts[depth] and child is not None for m in child.modules()):
+                return "%s.%s" % (type(root).__name__, prefix) if prefix else type(root).__name__
+        return None
 
     def _check_accumulation(self, optimizer, record, holding):
         torch = self.torch
@@ -2023,31 +2116,110 @@ class HealthProbes:
                     "backward_calls_between": ran, "parameters": len(holding)}
         self.accumulation = self._finding("grad-accumulation", user_call_site(), message, evidence)
 
+    def _optimizer_parameters(self):
+        """ids of the parameters held by every optimizer the script built, stepped or not: their
+        param groups, and the inner optimizer of a wrapper that keeps one (Lookahead,
+        ZeroRedundancyOptimizer, SAM-style ``base_optimizer``)."""
+        held = set()
+        seen = set()
+        stack = list(self.created) + list(self.optimizers.keys())
+        while stack:
+            optimizer = stack.pop()
+            if id(optimizer) in seen:
+                continue
+            seen.add(id(optimizer))
+            try:
+                for group in optimizer.param_groups:
+                    held.update(id(p) for p in group["params"])
+            except Exception:
+                pass
+            for name in ("optimizer", "base_optimizer", "optim", "inner_optimizer", "_optimizer"):
+                try:
+                    inner = getattr(optimizer, name, None)
+                except Exception:
+                    inner = None
+                if inner is not None and hasattr(inner, "param_groups"):
+                    stack.append(inner)
+        return held
+
+    def _fingerprint(self, params):
+        try:
+            return tuple(float(p.detach().double().sum()) for p in params[:3])
+        except Exception:
+            return None
+
     def _check_frozen(self):
-        in_optimizers = set()
-        for optimizer in list(self.optimizers.keys()):
-            for group in optimizer.param_groups:
-                in_optimizers.update(id(p) for p in group["params"])
-        optimizer_types = sorted(r["type"] for r in self.records)
-        for root in self._root_modules():
-            params = list(root.parameters())
-            if not params or any(id(p) in in_optimizers for p in params):
+        """Root modules that hold gradients while no optimizer the script built holds any of
+        their parameters; whether their weights change between steps all the same (updated
+        by hand, or by an EMA) is followed over the next steps."""
+        held = self._optimizer_parameters()
+        if not held:
+            return  # no optimizer (or only empty ones): nothing to compare with
+        roots = self._root_modules()
+        root_params = dict((id(r), [p for p in r.parameters()]) for r in roots)
+        trained_roots = [r for r in roots if any(id(p) in held for p in root_params[id(r)])]
+        for root in roots:
+            params = root_params[id(root)]
+            if not params or any(id(p) in held for p in params):
                 continue
             trained = [p for p in params if p.requires_grad and p.grad is not None]
             if not trained:
                 continue
-            site = self.state.module_sites.get(root)
+            fingerprint = self._fingerprint(trained)
+            record = self.frozen_candidates.get(root)
+            if record is not None:
+                if fingerprint != record["fingerprint"]:
+                    record["changed"] = True
+                continue
+            everywhere = set(id(p) for ps in root_params.values() for p in ps)
+            shapes = [tuple(p.shape) for p in params]
+            # a copy of a trained model (the same parameter shapes): a target network, an EMA teacher
+            twins = [type(r).__name__ for r in trained_roots if [tuple(p.shape) for p in root_params[id(r)]] == shapes]
+            record = {
+                "module": type(root).__name__, "site": self.state.module_sites.get(root),
+                "output_site": self.output_sites.get(root), "trained": len(trained), "params": len(params),
+                # optimizer parameters that belong to no module the run called: the optimizer
+                # was built for another instance of the model
+                "orphans": len(held - everywhere), "trained_modules": [type(r).__name__ for r in trained_roots],
+                "twins": twins, "fingerprint": fingerprint, "changed": False,
+                "optimizers": sorted(type(o).__name__ for o in list(self.created)),
+                "optimizer_parameters": len(held),
+            }
+            self.frozen_candidates[root] = record
+            self.frozen_records.append(record)
+
+    def _frozen(self):
+        for record in self.frozen_records:
+            if record["changed"] and not record["twins"]:
+                continue  # its weights change without an optimizer: updated by hand
+            evidence = {"module": record["module"], "built_at": _short_site(record["site"]),
+                        "parameters_with_grad": record["trained"], "parameters": record["params"],
+                        "optimizers": record["optimizers"], "optimizer_parameters": record["optimizer_parameters"]}
+            if record["trained_modules"] and not record["orphans"]:
+                # the optimizers train other models of the run; this one is only on the way of
+                # their loss: its output should have been detached (a target network, a teacher)
+                used = record["output_site"]
+                evidence.update({"output_used_at": _short_site(used), "trained_modules": record["trained_modules"],
+                                 "weights_change": record["changed"]})
+                others = sorted(set(record["trained_modules"]))
+                trained = ", ".join(("another " + name) if name == record["module"] else name for name in others)
+                message = (
+                    "%s gets gradients for %d parameter tensors only through its output, computed %s "
+                    "and entering the loss with its graph attached, while no optimizer holds its "
+                    "parameters (the optimizers train %s): a target network or teacher is run under "
+                    "torch.no_grad() or its output .detach()ed" % (
+                        record["module"], record["trained"], "here" if used else "outside the user's code",
+                        trained)
+                )
+                return self._finding("frozen-optimizer", used or record["site"], message, evidence)
             message = (
                 "%s gets gradients for %d parameter tensors, but no optimizer holds any of its "
                 "parameters: optimizer.step() never updates it (was the optimizer built for another "
-                "instance of the model?)" % (type(root).__name__, len(trained))
+                "instance of the model?)" % (record["module"], record["trained"])
             )
-            evidence = {"module": type(root).__name__, "built_at": _short_site(site),
-                        "parameters_with_grad": len(trained), "parameters": len(params),
-                        "optimizers": optimizer_types,
-                        "optimizer_parameters": len(in_optimizers)}
-            self.frozen = self._finding("frozen-optimizer", site or user_call_site(), message, evidence)
-            return
+            evidence["parameters_in_no_called_module"] = record["orphans"]
+            return self._finding("frozen-optimizer", record["site"], message, evidence)
+        return None
 
     def check_broadcast(self, name, input, target):
         torch = self.torch
@@ -2079,6 +2251,10 @@ class HealthProbes:
         steps, backwards = self.state.steps, self.backwards
         hashes = {}
         batches = 0
+        called = set()
+        self.active_passes.append(called)
+        self.pass_clock += 1
+        started = self.pass_clock
         try:
             for batch in iterator:
                 batches += 1
@@ -2089,11 +2265,25 @@ class HealthProbes:
                         pass
                 yield batch
         finally:
+            if called in self.active_passes:
+                self.active_passes.remove(called)
             if batches:
                 serial, site = self.loaders.get(loader, (None, None))
+                # once per loader: a pass per epoch must not copy the index set of a big dataset
+                known = self.loader_samples.get(loader)
+                if known is None:
+                    try:
+                        known = self._loader_samples(loader)
+                    except Exception:
+                        known = (None, _UNKNOWN)
+                    try:
+                        self.loader_samples[loader] = known
+                    except TypeError:
+                        pass
+                base, indices = known
                 self.passes.append({
                     "loader": serial if serial is not None else -len(self.passes) - 1, "site": site,
-                    "dataset": getattr(loader, "dataset", None),
+                    "base": base, "indices": indices, "models": called, "started": started,
                     "train": self.state.steps > steps or self.backwards > backwards,
                     "hashes": hashes, "batches": batches,
                 })
@@ -2133,15 +2323,61 @@ class HealthProbes:
             hashes[key] = hashes.get(key, 0) + 1
 
     def _resolve_dataset(self, dataset):
-        """(base dataset, indices into it or None for all of it), through nested Subsets."""
+        """(base dataset, indices into it or None for all of it), through nested Subsets
+        (``random_split`` makes Subsets too)."""
         from torch.utils.data import Subset
 
         indices = None
         while isinstance(dataset, Subset):
-            own = list(dataset.indices)
+            own = [int(i) for i in dataset.indices]
             indices = own if indices is None else [own[i] for i in indices]
             dataset = dataset.dataset
         return dataset, indices
+
+    def _sampler_indices(self, sampler, depth=0):
+        """The indices ``sampler`` can yield: a set, None for any index of the dataset, or
+        _UNKNOWN (a custom sampler that does not say: the sample hashes decide then)."""
+        from torch.utils.data import sampler as samplers
+
+        if sampler is None or isinstance(sampler, (samplers.SequentialSampler, samplers.RandomSampler)):
+            return None
+        if depth > 4:
+            return _UNKNOWN
+        if isinstance(sampler, samplers.WeightedRandomSampler):
+            return set(i for i, w in enumerate(sampler.weights.tolist()) if w > 0)
+        if isinstance(sampler, samplers.BatchSampler):
+            return self._sampler_indices(sampler.sampler, depth + 1)
+        listed = _index_list(sampler)  # an index list given as the sampler, or batches of them
+        if listed is not None:
+            return listed
+        # SubsetRandomSampler, and the custom samplers that keep their indices (SubsetSampler)
+        for name in ("indices", "idx", "index", "ids"):
+            listed = _index_list(getattr(sampler, name, None))
+            if listed is not None:
+                return listed
+        inner = getattr(sampler, "sampler", None)
+        if isinstance(inner, samplers.Sampler):
+            return self._sampler_indices(inner, depth + 1)
+        return _UNKNOWN
+
+    def _loader_samples(self, loader):
+        """(base dataset, the set of its indices the loader can yield, None for all of it, or
+        _UNKNOWN): the loader's Subsets and its sampler composed."""
+        from torch.utils.data import sampler as samplers
+
+        base, subset = self._resolve_dataset(getattr(loader, "dataset", None))
+        batch_sampler = getattr(loader, "batch_sampler", None)
+        if batch_sampler is not None and not isinstance(batch_sampler, samplers.BatchSampler):
+            chosen = self._sampler_indices(batch_sampler)  # a custom batch sampler
+        else:
+            chosen = self._sampler_indices(getattr(loader, "sampler", None))
+        if chosen is _UNKNOWN:
+            return base, _UNKNOWN
+        if subset is None:
+            return base, chosen
+        if chosen is None:
+            return base, set(subset)
+        return base, set(subset[i] for i in chosen if -len(subset) <= i < len(subset))
 
     def _leakage(self):
         train = [p for p in self.passes if p["train"]]
@@ -2149,17 +2385,24 @@ class HealthProbes:
         if not train or not evals:
             return None
         train_loaders = set(p["loader"] for p in train)
-        train_hashes = set()
-        for p in train:
-            train_hashes.update(h for h, n in p["hashes"].items() if n == 1)
         candidates = []
         seen_loaders = set()
         for p in evals:
             loader = p["loader"]
             if loader in train_loaders or loader in seen_loaders:
                 continue  # a training loader evaluated again (training accuracy): not a leak
+            # only the passes that trained, before it, a model this pass evaluates, with no
+            # weights reset between (k-fold: each fold's model against its own training folds;
+            # a pass computing statistics evaluates no model)
+            related = [t for t in train if t["models"] & p["models"] and t["started"] < p["started"]
+                       and not any(t["started"] <= r < p["started"] for r in self.resets_at)]
+            if not related:
+                continue
             seen_loaders.add(loader)
-            found = self._overlap(p, train, train_hashes)
+            train_hashes = set()
+            for t in related:
+                train_hashes.update(h for h, n in t["hashes"].items() if n == 1)
+            found = self._overlap(p, related, train_hashes)
             if found is not None:
                 candidates.append((p, found))
         if not candidates:
@@ -2181,12 +2424,14 @@ class HealthProbes:
         return None
 
     def _overlap(self, evaluation, train, train_hashes):
-        """(how, overlap count, evaluation samples, training loader) or None."""
-        eval_base, eval_indices = self._resolve_dataset(evaluation["dataset"])
+        """(how, overlap count, evaluation samples, training loader) or None: the index sets
+        where both loaders' samplers say which samples they yield, the hashes of the samples
+        this run saw otherwise."""
+        eval_base, eval_indices = evaluation["base"], evaluation["indices"]
         structural = False
         for p in train:
-            base, indices = self._resolve_dataset(p["dataset"])
-            if base is None or base is not eval_base:
+            base, indices = p["base"], p["indices"]
+            if base is None or base is not eval_base or indices is _UNKNOWN or eval_indices is _UNKNOWN:
                 continue
             structural = True
             try:
@@ -2198,13 +2443,13 @@ class HealthProbes:
                     return "the same dataset object", size, size, p
                 continue
             if indices is None or eval_indices is None:
-                shared = len(set(eval_indices if indices is None else indices))
-                total = len(set(eval_indices)) if eval_indices is not None else size
-                how = "Subsets of one dataset: one covers all of it"
+                shared = len(eval_indices if indices is None else indices)
+                total = len(eval_indices) if eval_indices is not None else size
+                how = "one loader yields all of the dataset the other samples from"
             else:
-                shared = len(set(indices) & set(eval_indices))
-                total = len(set(eval_indices))
-                how = "Subsets of one dataset with overlapping indices"
+                shared = len(indices & eval_indices)
+                total = len(eval_indices)
+                how = "subsets or samplers of one dataset with overlapping indices"
             if shared:
                 return how, shared, total, p
         if structural:
@@ -2246,16 +2491,20 @@ class HealthProbes:
         dead = {}  # module -> its parameters that never had a gradient, in order
         steps = 0
         optimizers = []
+        # a parameter two optimizers hold (InfoGAN's info optimizer and the discriminator's) is
+        # alive when it had a gradient at the steps of either
+        alive = set(key for record in self.records for key, info in record["params"].items() if info["grad"])
         for record in self.records:
             if not record["live_steps"]:
                 continue
             steps = max(steps, record["live_steps"])
-            for info in record["params"].values():
-                if info["grad"] or not info["requires_grad"] or not info["name"]:
+            for key, info in record["params"].items():
+                if info["grad"] or key in alive or not info["requires_grad"] or not info["name"]:
                     continue
                 entry = dead.setdefault(info["module"], {
                     "module": info["module"], "type": info["type"], "parameters": [],
                     "built_at": _short_site(info["site"]), "forward_called": info["called"], "site": info["site"],
+                    "forward_called_with_grad": info.get("called_with_grad"), "branch_of": info.get("branch_of"),
                 })
                 if info["name"] not in entry["parameters"]:
                     entry["parameters"].append(info["name"])
@@ -2263,22 +2512,48 @@ class HealthProbes:
                     optimizers.append(record["type"])
         if not dead:
             return None
-        described = list(dead.values())
-        site = next((d["site"] for d in described if d["site"]), None)
-        for d in described:
-            del d["site"]
-        count = sum(len(d["parameters"]) for d in described)
-        listed = ", ".join(
-            "%s (%s%s)" % (d["module"], d["type"], "" if d["forward_called"] else ", never called")
-            for d in described[:5]
-        )
-        message = (
-            "%d parameter tensor%s that require grad and are in the optimizer got no gradient in "
-            "%d optimizer step%s: %s" % (count, "" if count == 1 else "s", steps, "" if steps == 1 else "s", listed)
-        )
-        evidence = {"modules": described, "steps": steps, "optimizers": optimizers}
-        site = site or next((r["site"] for r in self.records if r["site"]), None)
-        return self._finding("dead-parameters", site, message, evidence)
+        findings = []
+        unsampled = [d for d in dead.values() if d["branch_of"]]
+        described = [d for d in dead.values() if not d["branch_of"]]
+        fallback = next((r["site"] for r in self.records if r["site"]), None)
+        plural = "" if steps == 1 else "s"
+        if described:
+            site = next((d["site"] for d in described if d["site"]), None)
+            count = sum(len(d["parameters"]) for d in described)
+            listed = ", ".join(
+                "%s (%s%s)" % (d["module"], d["type"], "" if d["forward_called_with_grad"] else
+                               ", called only under no_grad" if d["forward_called"] else ", never called")
+                for d in described[:5]
+            )
+            message = (
+                "%d parameter tensor%s that require grad and are in the optimizer got no gradient in "
+                "%d optimizer step%s: %s" % (count, "" if count == 1 else "s", steps, plural, listed)
+            )
+            modules = [dict((k, v) for k, v in d.items() if k not in ("site", "branch_of")) for d in described]
+            evidence = {"modules": modules, "steps": steps, "optimizers": optimizers}
+            findings.append(self._finding("dead-parameters", site or fallback, message, evidence))
+        if unsampled:
+            site = next((d["site"] for d in unsampled if d["site"]), None)
+            count = sum(len(d["parameters"]) for d in unsampled)
+            containers = []
+            for d in unsampled:
+                if d["branch_of"] not in containers:
+                    containers.append(d["branch_of"])
+            shown = ", ".join(containers[:3]) + (" and %d more" % (len(containers) - 3) if len(containers) > 3 else "")
+            message = (
+                "%d branch module%s (%d parameter tensor%s) %s not sampled in %d optimizer step%s: the "
+                "forward picks among the children of %s, and a short run routes to only some (by design "
+                "in a supernet or a mixture of experts)" % (
+                    len(unsampled), "" if len(unsampled) == 1 else "s", count, "" if count == 1 else "s",
+                    "was" if len(unsampled) == 1 else "were", steps, plural, shown)
+            )
+            modules = [{"module": d["module"], "type": d["type"], "parameters": len(d["parameters"]),
+                        "branch_of": d["branch_of"], "built_at": d["built_at"]} for d in unsampled[:20]]
+            evidence = {"branches": len(unsampled), "parameters": count, "selecting_modules": containers,
+                        "modules": modules, "steps": steps}
+            findings.append(self._finding("dead-parameters", site or fallback, message, evidence,
+                                          level="information"))
+        return findings
 
     def _device_idle(self):
         torch = self.torch
@@ -2304,14 +2579,15 @@ class HealthProbes:
                     "optimizers": [r["type"] for r in live]}
         return self._finding("device-idle", live[0]["site"], message, evidence)
 
-    def _finding(self, check, site, message, evidence):
+    def _finding(self, check, site, message, evidence, level="warning"):
         file, line = _health_site(site)
-        return {"id": check, "file": file, "line": line, "message": message, "evidence": evidence}
+        return {"id": check, "file": file, "line": line, "message": message, "evidence": evidence,
+                "level": level}
 
     def findings(self):
         found = []
         for check in (lambda: self.nan, lambda: self.accumulation, self._dead_parameters,
-                      lambda: self.frozen, lambda: self.broadcasts, self._device_idle, self._leakage):
+                      self._frozen, lambda: self.broadcasts, self._device_idle, self._leakage):
             try:
                 result = check()
             except Exception:  # a check's own failure must never cost the run its evidence
@@ -2321,6 +2597,34 @@ class HealthProbes:
             elif result is not None:
                 found.append(result)
         return found
+
+
+_UNKNOWN = "unknown"  # a sampler whose indices cannot be known without running it
+
+
+def _index_list(value):
+    """A set of ints from an index list (list, tuple, range, numpy array, tensor, or a list of
+    batches of them); None when ``value`` is not one."""
+    if value is None or isinstance(value, (str, bytes, dict)):
+        return None
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and type(value).__module__.split(".")[0] in ("numpy", "torch"):
+        try:
+            value = tolist()
+        except Exception:
+            return None
+    if not isinstance(value, (list, tuple, range)):
+        return None
+    found = set()
+    try:
+        for item in value:
+            if isinstance(item, (list, tuple)):
+                found.update(int(i) for i in item)
+            else:
+                found.add(int(item))
+    except (TypeError, ValueError):
+        return None
+    return found
 
 
 def _shape_text(shape):
