@@ -80,6 +80,15 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -
                 if line.startswith("+") and not line.startswith("+++")
             ]
             assert 0 < len(changed) <= config.get("max_changed_lines", 1), attempt["fix"]["diff"]
+    if "diff" in config:  # the added lines of all fixes, exactly
+        added = [
+            line[1:] for attempt in report["attempts"] if "fix" in attempt
+            for line in attempt["fix"]["diff"].splitlines() if line.startswith("+") and not line.startswith("+++")
+        ]
+        assert added == config["diff"], output
+    if "diagnosed" in config:  # the pattern whose diagnosis ends the run
+        diagnosed = [d["pattern"] for a in report["attempts"] for d in a.get("declined", []) if d["diagnosis"]]
+        assert diagnosed[:1] == [config["diagnosed"]], output
 
     # The user's checkout is exactly as it was: branch, HEAD, index, files, stash, untracked.
     assert snapshot(repo) == before

@@ -22,6 +22,7 @@ from repairbot.facts import (
     events,
     local_tensors,
     place,
+    recorded_local,
     resolve_site,
     shape_of,
     shape_text,
@@ -56,6 +57,8 @@ class Loader:
     src: Source
     loop: cst.For
     loop_frame: Frame
+    # the traced frame whose code builds the loader (its locals give a batch size written as a name)
+    built_in: Frame | None = None
 
     def keyword(self, name: str) -> cst.BaseExpression | None:
         arg = keyword_arg(self.call, name)
@@ -155,7 +158,7 @@ class BatchnormSingleSample(Pattern):
                 at=at,
             )
         batch = loader.batch_size()
-        if (isinstance(batch, cst.Integer) and int(batch.value) == 1) or batch is None:
+        if batch is None or _batch_size_value(batch, evidence, loader.built_in) == 1:
             return self.decline(
                 f"{got}: {loader.name} (built at {place(built_at)}) makes batches of one",
                 diagnosis=(f"Train with a batch size over 1 in the DataLoader at {place(built_at)}, or replace "
@@ -231,9 +234,22 @@ def _loader(failure: Failure, evidence: Evidence | None, sources: Sources) -> Lo
                 followed = _from_caller(src, loop, name, caller, sources)
                 if followed is not None:
                     call, src_of_call = followed
-                    return Loader(name, call, src_of_call, loop, Frame(file=frame.file, line=src.line(loop), user=True))
+                    return Loader(name, call, src_of_call, loop, Frame(file=frame.file, line=src.line(loop), user=True),
+                                  caller)
                 continue
-            return Loader(name, call, src, loop, Frame(file=frame.file, line=src.line(loop), user=True))
+            return Loader(name, call, src, loop, Frame(file=frame.file, line=src.line(loop), user=True), frame)
+    return None
+
+
+def _batch_size_value(batch: cst.BaseExpression, evidence: Evidence | None, frame: Frame | None) -> int | None:
+    """The loader's batch size: a literal, or a name whose value the run recorded in the frame
+    that builds the loader (``batch_size = 1`` then ``DataLoader(..., batch_size=batch_size)``)."""
+    if isinstance(batch, cst.Integer):
+        return int(batch.value)
+    if isinstance(batch, cst.Name):
+        value = recorded_local(evidence, frame, batch.value)
+        if value is not None and value.get("kind") == "number" and isinstance(value.get("value"), int):
+            return int(value["value"])
     return None
 
 

@@ -138,6 +138,16 @@ class RnnHiddenShape(Pattern):
             )
         found = _init_call(failure, evidence, sources, expected[1])
         if isinstance(found, str):
+            making = _state_made(failure, evidence, sources, got)
+            if making is not None:
+                code, made_at = making
+                return self.decline(
+                    f"{reason}; {found}: the state is made at {place(made_at)}, {code}, for a batch of {got[1]}",
+                    diagnosis=(f"Make the state at {place(made_at)} with the size of the batch it is used with "
+                               f"({expected[1]} here, {got[1]} given): x.size(0) of that batch instead of a fixed "
+                               "batch size, and the module's own num_layers and hidden_size."),
+                    at=made_at,
+                )
             return self.decline(f"{reason}; {found}", diagnosis=self.remedy(), at=frame)
         src, call, parameter, batch, loop_frame, made = found
         old = src.code(call)
@@ -222,6 +232,31 @@ def _init_call(
         loop_frame = Frame(file=str(src.path), line=src.line(loop), user=True)
         return src, call, parameter, choices[0], loop_frame, made
     return "no loop of the project's own code feeds the RNN"
+
+
+def _state_made(
+    failure: Failure, evidence: Evidence | None, sources: Sources, got: Sequence[int]
+) -> tuple[str, Frame] | None:
+    """Where the state given to the RNN was made: the last assignment, before the failing line of a
+    user frame outside ``forward``, of the one local the run recorded with the state's shape."""
+    for frame in reversed(failure.frames):
+        if not frame.user or frame.function == "forward":
+            continue
+        src = source(sources, frame.file)
+        if src is None:
+            continue
+        names = [name for name, value in local_tensors(evidence, frame).items() if shape_of(value) == list(got)]
+        if len(names) != 1:
+            continue
+        assigns = [
+            node for node, span in src.positions.items()
+            if isinstance(node, cst.Assign) and span.line <= frame.line
+            and any(isinstance(t.target, cst.Name) and t.target.value == names[0] for t in node.targets)
+        ]
+        if assigns:
+            last = max(assigns, key=lambda node: src.positions[node].line)
+            return src.code(last), Frame(file=str(src.path), line=src.line(last), user=True)
+    return None
 
 
 def _within(src: Source, node: cst.CSTNode, loop: cst.For) -> bool:
