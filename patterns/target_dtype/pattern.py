@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import libcst as cst
 from libcst.metadata import ParentNodeProvider
 
 from repairbot.codemod import (
+    append_keyword,
     argument,
     call_at,
     calls_on_line,
@@ -21,10 +22,22 @@ from repairbot.codemod import (
     method_call,
     one_line,
     replace_arg_value,
+    walk,
 )
 from repairbot.evidence import Evidence
-from repairbot.facts import Source, dtype_name, last_binding, place, shape_text, source
+from repairbot.facts import (
+    Event,
+    Source,
+    dtype_name,
+    events,
+    last_binding,
+    place,
+    place_in,
+    shape_text,
+    source,
+)
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.provenance import bound_once, project_sources, written_at
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -61,12 +74,24 @@ class TargetMethod(SiteTransformer):
         if not self.at_site(original_node):
             return updated_node
         params = self.site.params
-        if params["action"] == "dtype-keyword":
-            keyword = keyword_arg(updated_node, "dtype")
-            if keyword is None:
+        action = params["action"]
+        if action in ("dtype-keyword", "add-dtype", "type-arg"):
+            dtype = cst.parse_expression(str(params["dtype"]))
+            if action == "add-dtype":
+                if keyword_arg(updated_node, "dtype") is not None:
+                    return updated_node
+                self.changes += 1
+                return append_keyword(updated_node, "dtype", dtype)
+            written = keyword_arg(updated_node, "dtype") if action == "dtype-keyword" else argument(updated_node, 0, "dtype")
+            if written is None:
                 return updated_node
             self.changes += 1
-            return replace_arg_value(updated_node, keyword, cst.parse_expression(str(params["dtype"])))
+            return replace_arg_value(updated_node, written, dtype)
+        if action == "method":
+            if not isinstance(updated_node.func, cst.Attribute) or updated_node.args:
+                return updated_node
+            self.changes += 1
+            return updated_node.with_changes(func=updated_node.func.with_changes(attr=cst.Name(str(params["method"]))))
         target = argument(updated_node, 1, "target")
         if target is None:
             return updated_node
@@ -100,12 +125,18 @@ class TargetDtype(Pattern):
         ``loss = criterion(logits, labels)`` with ``labels`` traced as ``[2] float32`` becomes
         ``loss = criterion(logits, labels.long())``. The fix goes on the loss call, the one
         place that needs int64, so that other uses of the labels (accuracy, metrics) are left
-        as they were. Only when the labels are made in the same function or module by a torch
-        call with a ``dtype=`` written out (``labels = torch.tensor(rows, dtype=torch.float32)``)
-        and are read nowhere but as the loss's target (and in comparisons, ``len()``,
-        ``.size()``/``.shape``) is the creation the obviously right place:
-        ``dtype=torch.float32`` becomes ``dtype=torch.long``, where the wrong dtype was written,
-        once for every epoch that reuses the tensor.
+        as they were. Only when the labels are made once, by a torch call that writes their
+        dtype, and are read nowhere but as class targets (and in comparisons, ``len()``,
+        ``.size()``/``.shape``) is the creation the obviously right place, once for every epoch
+        that reuses the tensor: ``torch.tensor(rows, dtype=torch.float32)`` gets
+        ``dtype=torch.long``, ``torch.full((b,), real_label)`` of a whole-number fill value
+        (followed to where it is written, ``real_label = 1.``) gets ``dtype=torch.long`` added,
+        ``.type(torch.float)`` becomes ``.type(torch.long)`` and ``.float()`` ``.long()``.
+        Labels unpacked from a loader (``for x, y in loader``) are followed into the project's
+        one Dataset's ``__getitem__`` (``return self.x[i], self.y[i]`` -> ``self.y = ...``) when
+        every loop that unpacks them reads them only that way and the Dataset only returns them.
+        Labels also read as numbers elsewhere (a regression loss, arithmetic) keep the fix at the
+        loss call.
 
     Fix safety:
         Safe for integer targets (int32 to int64, or 0/1 integers to float, lose nothing).
@@ -115,7 +146,8 @@ class TargetDtype(Pattern):
     Not handled:
         Float targets of the input's own shape (class probabilities or one-hot rows: soft labels,
         which ``cross_entropy`` accepts since 1.10, but ``nll_loss`` does not), targets that
-        require grad (a model's output, not labels), ``(N, C)`` float targets of
+        require grad (a model's output, not labels), ``torch.full`` labels of a fill value that is
+        not a whole number (``0.9``: a smoothed BCE label, which ``.long()`` would make class 0), ``(N, C)`` float targets of
         ``MultiLabelMarginLoss`` (multi-hot rows, meant for ``BCEWithLogitsLoss``), a loss that is
         not a classification loss or cannot be told, and a loss called through another package or
         with ``*args``: declined with the remedy.
@@ -188,7 +220,9 @@ class TargetDtype(Pattern):
         # 1.10+ (the "target dtype" wording): cross_entropy takes a float target of the input's
         # shape as class probabilities, so a float target it refuses is not of the input's shape
         probabilities_accepted = "target dtype" in match.group(0) and loss.name in _PROBABILITY_LOSSES
-        return _Locator(self, failure, evidence, src, frame, scope, loss, found, want, probabilities_accepted).locate()
+        return _Locator(
+            self, failure, evidence, sources, src, frame, scope, loss, found, want, probabilities_accepted
+        ).locate()
 
 
 def _remedy(want: str, code: str | None) -> str:
@@ -279,12 +313,14 @@ def _is_loss(name: str) -> bool:
 
 class _Locator:
     def __init__(
-        self, pattern: TargetDtype, failure: Failure, evidence: Evidence | None, src: Source, frame: Frame,
+        self, pattern: TargetDtype, failure: Failure, evidence: Evidence | None, sources: Sources, src: Source,
+        frame: Frame,
         scope: Scope, loss: _LossCall, found: str, want: str, probabilities_accepted: bool,
     ) -> None:
         self.pattern = pattern
         self.failure = failure
         self.evidence = evidence
+        self.sources = sources
         self.src = src
         self.frame = frame
         self.scope = scope
@@ -406,47 +442,173 @@ class _Locator:
         return None
 
     # the creation site ---------------------------------------------------------------------
-    def _creation(self, value: cst.BaseExpression) -> tuple[cst.Call, str] | Decline | None:
-        """The labels' creation call when it is the obviously right place (see the docstring):
-        ``(call, new dtype code)``; None for the loss call."""
+    def _creation(self, value: cst.BaseExpression) -> _Made | Decline | None:
+        """Where the labels are made, when that is the obviously right place (see the docstring);
+        None for the loss call."""
         base = value.value if isinstance(value, cst.Subscript) else value
         if not isinstance(base, cst.Name):
             return None
         name = base.value
-        bound = last_binding(self.src, name, self.loss.statement_line)
-        if bound is None or not isinstance(bound.value, cst.Call) or not isinstance(bound.statement, cst.Assign):
+        bound = self._origin(name)
+        if bound is None:
             return None
-        assign, creation = bound.statement, bound.value
-        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        if isinstance(bound.statement, cst.For):
+            return self._from_dataset(name, bound.statement)
+        assign = bound.statement
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
             return None
-        if not is_torch_name(self.src.imports.qualify(creation.func), "torch.tensor", "torch.as_tensor"):
-            return None
-        dtype = keyword_arg(creation, "dtype")
-        if dtype is None or not isinstance(dtype.value, cst.Attribute):
-            return None
-        written = self.src.imports.qualify(dtype.value)
-        if written is None or not written.startswith("torch.") or dtype_name(written) is None:
-            return None
-        if dtype_name(written) == "int64":
-            where = place(Frame(str(self.src.path), self.src.line(creation)))
-            return self.decline(
-                f"`{name}` is made with dtype={one_line(self.src.module, dtype.value)} at {where}, yet was {self.found} at "
-                f"{self.where}: the source changed since the run"
-            )
+        made = self._made_by(self.src, assign.value, _owner(self.src, assign))
+        if not isinstance(made, _Made):
+            return made
         if not self._only_targets(name, assign):
             return None
-        return creation, f"{one_line(self.src.module, dtype.value.value)}.long"
+        return made
+
+    def _origin(self, name: str) -> Event | None:
+        """The binding that made ``name`` before the loss call, past moves to a device
+        (``labels = labels.to(device)``, ``x, y = x.cuda(), y.cuda()``)."""
+        bindings = [
+            e for e in events(self.src.statements_of(self.loss.statement_line))
+            if e.kind == "bind" and e.name == name and self.src.line(e.statement) < self.loss.statement_line
+        ]
+        while bindings:
+            last = bindings.pop()
+            if not _moves(last, name):
+                return last
+        return None
+
+    def _made_by(
+        self, src: Source, node: cst.BaseExpression | None, scope: cst.CSTNode, depth: int = 0
+    ) -> _Made | Decline | None:
+        """The torch call that gives ``node`` its dtype, followed through names bound once, indexing
+        and ``self.`` attributes: ``torch.tensor(..., dtype=torch.float32)``, a ``torch.full`` of a
+        whole-number fill value, ``.type(torch.float)``, ``.float()``."""
+        if node is None or depth > 5:
+            return None
+        if isinstance(node, cst.Subscript):  # labels[idx]: indexing keeps the dtype
+            return self._made_by(src, node.value, scope, depth + 1)
+        if isinstance(node, cst.Name):
+            return self._made_by(src, bound_once(scope, node.value), scope, depth + 1)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            assigned = _self_assignment(src, node)
+            if assigned is None:
+                return None
+            value, method = assigned
+            made = self._made_by(src, value, method, depth + 1)
+            return replace(made, attributes=(*made.attributes, node.attr.value)) if isinstance(made, _Made) else made
+        if not isinstance(node, cst.Call):
+            return None
+        qualified = src.imports.qualify(node.func)
+        where = place_in(src.path, src.line(node))
+        if is_torch_name(qualified, "torch.tensor", "torch.as_tensor", "torch.full"):
+            dtype = keyword_arg(node, "dtype")
+            if dtype is None:
+                fill = argument(node, 1, "fill_value")
+                if not is_torch_name(qualified, "torch.full") or fill is None:
+                    return None
+                filled = self._fill_value(src, fill.value)
+                if filled is None:
+                    return None
+                if not filled.is_integer():
+                    return self.decline(
+                        f"the targets are made at {where} as torch.full(..., {one_line(src.module, fill.value)}) = {filled:g}: "
+                        "a probability (a smoothed label), not a class index; .long() would make every label 0",
+                        diagnosis="for one 0..1 target per sample use nn.BCEWithLogitsLoss with a single logit; for class "
+                        "indices fill with a whole class number and dtype=torch.long",
+                    )
+                if not isinstance(node.func, cst.Attribute):
+                    return None  # `full` imported bare: no torch prefix to write the dtype with
+                prefix = one_line(src.module, node.func.value)
+                return _Made(src, node, "add-dtype", f"{prefix}.long", where, f"dtype={prefix}.long added")
+            written = self._written_dtype(src, dtype.value, where)
+            if not isinstance(written, str):
+                return written
+            return _Made(src, node, "dtype-keyword", written, where, f"dtype={one_line(src.module, dtype.value)} -> {written}")
+        if isinstance(node.func, cst.Attribute):
+            called = node.func.attr.value
+            if called == "type" and len(node.args) == 1 and node.args[0].keyword is None:
+                written = self._written_dtype(src, node.args[0].value, where)
+                if not isinstance(written, str):
+                    return written
+                was = one_line(src.module, node.args[0].value)
+                return _Made(src, node, "type-arg", written, where, f".type({was}) -> .type({written})")
+            if called in ("float", "double", "half") and not node.args:
+                return _Made(src, node, "method", "long", where, f".{called}() -> .long()")
+        return None
+
+    def _written_dtype(self, src: Source, dtype: cst.BaseExpression, where: str) -> str | Decline | None:
+        """``torch.long`` in the prefix the code writes, for a floating dtype written out."""
+        if not isinstance(dtype, cst.Attribute):
+            return None
+        written = src.imports.qualify(dtype)
+        name = dtype_name(written) if written is not None and written.startswith("torch.") else None
+        if name is None:
+            return None
+        if name == "int64":
+            return self.decline(
+                f"the labels are made with dtype {one_line(src.module, dtype)} at {where}, yet were {self.found} at "
+                f"{self.where}: the source changed since the run"
+            )
+        if not name.startswith(("float", "bfloat")):
+            return None
+        return f"{one_line(src.module, dtype.value)}.long"
+
+    def _fill_value(self, src: Source, fill: cst.BaseExpression) -> float | None:
+        """A fill value's number where it is written (``real_label = 1.``), or None."""
+        written = written_at(self.sources, str(src.path), fill)
+        if written is None or not isinstance(written.node, cst.Float | cst.Integer):
+            return None
+        return float(written.node.evaluated_value)
+
+    def _from_dataset(self, name: str, loop: cst.For) -> _Made | Decline | None:
+        """Labels unpacked from a loader (``for x, y in loader``): made where the project's one
+        Dataset's ``__getitem__`` returns them, if every loop that unpacks them reads them only
+        as class targets (or dtype-blind)."""
+        elements = _unpacked(loop.target)
+        if elements is None or name not in elements:
+            return None
+        position, arity = elements.index(name), len(elements)
+        datasets = [
+            (other, cls, getitem, returned)
+            for other in project_sources(self.sources, self.src)
+            for cls in walk(other.module) if isinstance(cls, cst.ClassDef)
+            for getitem in _methods(cls, "__getitem__")
+            if (returned := _returned_tuple(getitem, arity)) is not None
+        ]
+        if len(datasets) != 1:
+            return None  # no Dataset of the project, or several: which one the loader reads is not known
+        other, cls, getitem, returned = datasets[0]
+        element = returned.elements[position].value
+        made = self._made_by(other, element, getitem)
+        if not isinstance(made, _Made):
+            return made
+        for loop_src in project_sources(self.sources, self.src):
+            for each in walk(loop_src.module):
+                if not isinstance(each, cst.For):
+                    continue
+                unpacked = _unpacked(each.target)
+                if unpacked is None or len(unpacked) != arity or unpacked[position] is None:
+                    continue
+                if not self._reads_blind(loop_src, _owner(loop_src, each), str(unpacked[position])):
+                    return None
+        if not _dataset_reads_blind(other, cls, getitem, element, made):
+            return None
+        return made
+
+    def _reads_blind(self, src: Source, owner: cst.CSTNode, name: str) -> bool:
+        """Whether every read of ``name`` in ``owner`` is a class-index loss's target or dtype-blind."""
+        parents = src.wrapper.resolve(ParentNodeProvider)
+        losses = {
+            id(c) for c in _calls_in(owner)
+            if (src is self.src and _same_callee(src, c, self.loss.call)) or _loss_name(src, c, {}) in _INDEX_LOSSES
+        }
+        bound = {id(n) for each in walk(owner) for n in _bound_names(each)}
+        return all(_blind_or_target(read, parents, losses) for read in _names_in(owner, name) if id(read) not in bound)
 
     def _only_targets(self, name: str, assign: cst.Assign) -> bool:
         """Whether every read of ``name`` in its scope is a loss target or dtype-blind."""
         parents = self.src.wrapper.resolve(ParentNodeProvider)
-        owner: cst.CSTNode = self.src.module
-        node: cst.CSTNode | None = assign
-        while node is not None:
-            if isinstance(node, cst.FunctionDef):
-                owner = node
-                break
-            node = parents.get(node)
+        owner = _owner(self.src, assign)
         target_values = {id(self.loss.call)}
         for candidate in _calls_in(owner):
             if candidate is self.loss.call or _same_callee(self.src, candidate, self.loss.call):
@@ -454,39 +616,9 @@ class _Locator:
         for read in _names_in(owner, name):
             if read is assign.targets[0].target:
                 continue
-            if not self._blind_or_target(read, parents, target_values):
+            if not _blind_or_target(read, parents, target_values):
                 return False
         return True
-
-    def _blind_or_target(
-        self, read: cst.Name, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int]
-    ) -> bool:
-        """Whether a read of the labels ends as a loss's target argument, or in something whose
-        result does not depend on their dtype (a comparison, ``len()``, ``.size()``, ``.shape``)."""
-        child: cst.CSTNode = read
-        parent = parents.get(read)
-        while parent is not None:
-            if isinstance(parent, cst.Arg):
-                call = parents.get(parent)
-                if not isinstance(call, cst.Call):
-                    return False
-                if id(call) in losses and argument(call, 1, "target") is parent:
-                    return True
-                return isinstance(call.func, cst.Name) and call.func.value == "len"
-            if isinstance(parent, cst.Comparison | cst.ComparisonTarget):
-                return True
-            if isinstance(parent, cst.Attribute):
-                if parent.value is not child or parent.attr.value not in _COUNTS | _MOVES:
-                    return False
-                if parent.attr.value in _COUNTS:
-                    return True
-            elif isinstance(parent, cst.Subscript):
-                if parent.value is not child:
-                    return False  # the labels index something: their dtype matters there
-            elif not (isinstance(parent, cst.Call) and parent.func is child):
-                return False
-            child, parent = parent, parents.get(parent)
-        return False
 
     # the answers ---------------------------------------------------------------------------
     def _site_at_call(self, code: str, target: Mapping[str, Any] | None, loss: str) -> Site:
@@ -510,23 +642,22 @@ class _Locator:
             notes=self._notes(),
         )
 
-    def _site_at_creation(self, creation: tuple[cst.Call, str], code: str, target: Mapping[str, Any] | None, loss: str) -> Site:
-        call, dtype = creation
-        span = self.src.positions[call]
-        where = f"{self.src.path.name}:{span.line}"
+    def _site_at_creation(self, made: _Made, code: str, target: Mapping[str, Any] | None, loss: str) -> Site:
+        span = made.src.positions[made.call]
         traced = self._traced_text(code, target)
+        through = f" (through self.{', self.'.join(made.attributes)})" if made.attributes else ""
         return Site(
             pattern=self.pattern.ID,
-            file=str(self.src.path),
+            file=str(made.src.path),
             span=span,
-            params={"action": "dtype-keyword", "dtype": dtype},
-            summary=f"Made the class labels int64 where they are created at {where} (dtype={dtype}): they reached the "
-            f"{loss} call at {self.where} as {self.found}{traced}, and the script reads them only as its target (and in "
+            params={"action": made.edit, "dtype": made.dtype, "method": made.dtype},
+            summary=f"Made the class labels int64 where they are created at {made.where} ({made.how}): they reached the "
+            f"{loss} call at {self.where} as {self.found}{traced}, and the code reads them only as class targets (and in "
             "comparisons and counts)",
             applicability=self._applicability(),
             evidence=self._evidence(code, target, loss, "creation"),
-            evidence_text=f"{loss} at {self.where} got {_an(self.found)} target{traced}; the labels are made once at {where} "
-            "with a dtype written out, and read only as the loss's target, in comparisons and in counts",
+            evidence_text=f"{loss} at {self.where} got {_an(self.found)} target{traced}; the labels are made once at "
+            f"{made.where}{through}, and read only as class targets, in comparisons and in counts",
             notes=self._notes(),
         )
 
@@ -557,6 +688,158 @@ class _Locator:
             "target": {"argument": code, **({k: target[k] for k in ("shape", "dtype") if k in target} if target else {})},
             "fixed_at": where,
         }
+
+
+def _blind_or_target(
+    read: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int]
+) -> bool:
+    """Whether a read of the labels ends as a loss's target argument, or in something whose
+    result does not depend on their dtype (a comparison, ``len()``, ``.size()``, ``.shape``)."""
+    child: cst.CSTNode = read
+    parent = parents.get(read)
+    while parent is not None:
+        if isinstance(parent, cst.Arg):
+            call = parents.get(parent)
+            if not isinstance(call, cst.Call):
+                return False
+            if id(call) in losses and argument(call, 1, "target") is parent:
+                return True
+            return isinstance(call.func, cst.Name) and call.func.value == "len"
+        if isinstance(parent, cst.Comparison | cst.ComparisonTarget):
+            return True
+        if isinstance(parent, cst.Attribute):
+            if parent.value is not child or parent.attr.value not in _COUNTS | _MOVES:
+                return False
+            if parent.attr.value in _COUNTS:
+                return True
+        elif isinstance(parent, cst.Subscript):
+            if parent.value is not child:
+                return False  # the labels index something: their dtype matters there
+        elif not (isinstance(parent, cst.Call) and parent.func is child):
+            return False
+        child, parent = parent, parents.get(parent)
+    return False
+
+
+@dataclass(frozen=True)
+class _Made:
+    """The call that gives the labels their dtype, and the edit that makes it int64 there."""
+
+    src: Source
+    call: cst.Call
+    edit: str  # dtype-keyword, add-dtype, type-arg, method (the transformer's actions)
+    dtype: str  # the dtype code written (torch.long), or the method (long)
+    where: str  # repository-relative file:line
+    how: str  # the edit, for the report
+    attributes: tuple[str, ...] = ()  # self.<attribute>s followed, innermost first
+
+
+def _owner(src: Source, node: cst.CSTNode) -> cst.CSTNode:
+    """The function around a node, or its module."""
+    parents = src.wrapper.resolve(ParentNodeProvider)
+    current: cst.CSTNode | None = node
+    while current is not None:
+        if isinstance(current, cst.FunctionDef):
+            return current
+        current = parents.get(current)
+    return src.module
+
+
+def _moves(binding: Event, name: str) -> bool:
+    """``y = y.to(device)`` / ``x, y = x.cuda(), y.cuda()``: the same labels on another device."""
+    statement = binding.statement
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return False
+    target, value = statement.targets[0].target, statement.value
+    if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and len(target.elements) == len(value.elements):
+        pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]
+    else:
+        pairs = [(target, value)]
+    for bound, made in pairs:
+        if isinstance(bound, cst.Name) and bound.value == name:
+            return (
+                isinstance(made, cst.Call) and isinstance(made.func, cst.Attribute) and made.func.attr.value in _MOVES
+                and isinstance(made.func.value, cst.Name) and made.func.value.value == name
+            )
+    return False
+
+
+def _unpacked(target: cst.BaseExpression) -> list[str | None] | None:
+    """The names a loop's tuple target unpacks, by position (None: not a plain name)."""
+    if not isinstance(target, cst.Tuple | cst.List):
+        return None
+    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return None
+    return [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
+
+
+def _methods(cls: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+
+
+def _returned_tuple(function: cst.FunctionDef, arity: int) -> cst.Tuple | None:
+    """The one ``return a, b`` of a function, when every return returns that many values."""
+    returns = [n for n in walk(function) if isinstance(n, cst.Return)]
+    if len(returns) != 1:
+        return None
+    value = returns[0].value
+    return value if isinstance(value, cst.Tuple) and len(value.elements) == arity else None
+
+
+def _self_assignment(src: Source, node: cst.Attribute) -> tuple[cst.BaseExpression, cst.FunctionDef] | None:
+    """The one ``self.<attr> = value`` of the class around ``node``, and the method that writes it."""
+    classes = src.around(src.line(node), cst.ClassDef)
+    if not classes or not isinstance(classes[0], cst.ClassDef):
+        return None
+    found = [
+        (statement.value, method)
+        for method in walk(classes[0]) if isinstance(method, cst.FunctionDef)
+        for statement in walk(method)
+        if isinstance(statement, cst.Assign | cst.AugAssign | cst.AnnAssign)
+        for target in (statement.targets if isinstance(statement, cst.Assign) else [statement])
+        if isinstance(target.target, cst.Attribute) and target.target.attr.value == node.attr.value
+        and isinstance(target.target.value, cst.Name) and target.target.value.value == "self"
+    ]
+    if len(found) != 1 or not isinstance(found[0][0], cst.BaseExpression) or isinstance(found[0][1], cst.Lambda):
+        return None
+    value, method = found[0]
+    return (value, method) if isinstance(value, cst.BaseExpression) else None
+
+
+def _bound_names(node: cst.CSTNode) -> list[cst.Name]:
+    """The names a statement binds (a loop's target, an assignment's targets)."""
+    if isinstance(node, cst.For):
+        return [n for n in walk(node.target) if isinstance(n, cst.Name)]
+    if isinstance(node, cst.Assign):
+        return [n for t in node.targets for n in walk(t.target) if isinstance(n, cst.Name)]
+    return []
+
+
+def _dataset_reads_blind(
+    src: Source, cls: cst.ClassDef, getitem: cst.FunctionDef, element: cst.BaseExpression, made: _Made
+) -> bool:
+    """Whether the Dataset reads the labels it returns only to return them (or dtype-blind)."""
+    parents = src.wrapper.resolve(ParentNodeProvider)
+    returned = {id(n) for n in walk(element)}
+    if isinstance(element, cst.Name):
+        value = bound_once(getitem, element.value)
+        if value is not None:
+            returned |= {id(n) for n in walk(value)}
+        if len(_names_in(getitem, element.value)) > 2:  # bound and returned, nothing else
+            return False
+    for attribute in made.attributes:
+        for node in walk(cls):
+            if not (
+                isinstance(node, cst.Attribute) and node.attr.value == attribute and isinstance(node.value, cst.Name)
+                and node.value.value == "self"
+            ):
+                continue
+            if id(node) in returned or isinstance(parents.get(node), cst.AssignTarget):
+                continue
+            if not _blind_or_target(node, parents, set()):
+                return False
+    return True
 
 
 def _an(word: str) -> str:
