@@ -38,7 +38,7 @@ from repairbot.facts import (
 )
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.provenance import bound_once, project_sources, written_at
-from repairbot.sources import Sources
+from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 Scope = Mapping[str, Mapping[str, Any]]
@@ -212,7 +212,7 @@ class TargetDtype(Pattern):
         want = "long" if expected == "int64" else "float"
         src = source(sources, frame.file)
         if src is None:
-            return self.decline(f"cannot read {Path(frame.file).name}", at=frame)
+            return self.decline(f"cannot read {report_path(Path(frame.file))}", at=frame)
         scope = evidence.scope(frame) if evidence else {}
         loss = _LossCall.find(src, frame, failure, scope)
         if isinstance(loss, str):
