@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,13 @@ from repairbot.facts import (
     source,
 )
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
-from repairbot.provenance import bound_once, project_sources, written_at
+from repairbot.provenance import bound_once, parameter_names, project_sources, written_at
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 Scope = Mapping[str, Mapping[str, Any]]
+# Answers whether labels passed on (an argument of a call, a value bound to a name) stay dtype-blind.
+Onward = Callable[[cst.CSTNode, cst.Arg | str], bool]
 
 _INTEGER = r"(?:Long|Int|Short|Byte|Char|Bool)"
 _FLOATING = r"(?:Float|Double|Half|BFloat16)"
@@ -64,6 +66,8 @@ _FLOAT_TARGET_LOSSES = frozenset({
 # Reads of a labels tensor that work the same whatever its dtype (for the creation-site fix).
 _COUNTS = frozenset({"size", "numel", "dim", "shape", "device", "ndim", "dtype"})  # no tensor comes out
 _MOVES = frozenset({"to", "cuda", "cpu"})  # the same labels on another device
+# torch functions whose result does not depend on the labels' dtype (an accuracy's comparison).
+_COMPARES = ("torch.eq", "torch.ne", "torch.equal", "torch.lt", "torch.le", "torch.gt", "torch.ge")
 
 
 class TargetMethod(SiteTransformer):
@@ -455,12 +459,13 @@ class _Locator:
         if isinstance(bound.statement, cst.For):
             return self._from_dataset(name, bound.statement)
         assign = bound.statement
-        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        assigned = _assigned(assign, name) if isinstance(assign, cst.Assign) else None
+        if assigned is None or not isinstance(assign, cst.Assign):
             return None
-        made = self._made_by(self.src, assign.value, _owner(self.src, assign))
+        made = self._made_by(self.src, assigned, _owner(self.src, assign))
         if not isinstance(made, _Made):
             return made
-        if not self._only_targets(name, assign):
+        if not self._only_targets(name, assign) or not self._followed_reads_blind(made):
             return None
         return made
 
@@ -485,10 +490,22 @@ class _Locator:
         whole-number fill value, ``.type(torch.float)``, ``.float()``."""
         if node is None or depth > 5:
             return None
+        made = self._made_by_step(src, node, scope, depth)
+        return replace(made, followed=made.followed | {id(node)}) if isinstance(made, _Made) else made
+
+    def _made_by_step(
+        self, src: Source, node: cst.BaseExpression, scope: cst.CSTNode, depth: int
+    ) -> _Made | Decline | None:
         if isinstance(node, cst.Subscript):  # labels[idx]: indexing keeps the dtype
             return self._made_by(src, node.value, scope, depth + 1)
         if isinstance(node, cst.Name):
-            return self._made_by(src, bound_once(scope, node.value), scope, depth + 1)
+            value = _binding_before(src, scope, node)
+            if value is None:
+                return None
+            made = self._made_by(src, value, scope, depth + 1)
+            if not isinstance(made, _Made):
+                return made
+            return replace(made, names=(*made.names, (scope, node.value, src.line(value))))
         if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
             assigned = _self_assignment(src, node)
             if assigned is None:
@@ -498,6 +515,9 @@ class _Locator:
             return replace(made, attributes=(*made.attributes, node.attr.value)) if isinstance(made, _Made) else made
         if not isinstance(node, cst.Call):
             return None
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MOVES and not keyword_arg(node, "dtype") \
+                and not any(a.keyword is None and not _is_device_like(a.value) for a in node.args):
+            return self._made_by(src, node.func.value, scope, depth + 1)  # labels.to(device): the same dtype
         qualified = src.imports.qualify(node.func)
         where = place_in(src.path, src.line(node))
         if is_torch_name(qualified, "torch.tensor", "torch.as_tensor", "torch.full"):
@@ -591,19 +611,75 @@ class _Locator:
                     continue
                 if not self._reads_blind(loop_src, _owner(loop_src, each), str(unpacked[position])):
                     return None
-        if not _dataset_reads_blind(other, cls, getitem, element, made):
+        if not _dataset_reads_blind(other, cls, getitem, element, made) or not self._followed_reads_blind(made):
             return None
         return made
 
-    def _reads_blind(self, src: Source, owner: cst.CSTNode, name: str) -> bool:
+    def _followed_reads_blind(self, made: _Made) -> bool:
+        """Whether each name the labels were followed through (``labels = torch.tensor(...)``,
+        ``train_labels = labels[:800]``) is read after its binding only on the way to the loss,
+        as a class target, or dtype-blind: a read as numbers elsewhere keeps the fix at the loss."""
+        src = made.src
+        parents = src.wrapper.resolve(ParentNodeProvider)
+        for scope, name, bound_line in made.names:
+            losses = self._losses_in(src, scope)
+            onward = self._onward(src, 0, name)
+            for read in _names_in(scope, name):
+                if src.line(read) <= bound_line or id(read) in made.followed:
+                    continue
+                if isinstance(parents.get(read), cst.AssignTarget):
+                    continue
+                if not _blind_or_target(read, parents, losses, onward):
+                    return False
+        return True
+
+    def _reads_blind(self, src: Source, owner: cst.CSTNode, name: str, depth: int = 0) -> bool:
         """Whether every read of ``name`` in ``owner`` is a class-index loss's target or dtype-blind."""
         parents = src.wrapper.resolve(ParentNodeProvider)
-        losses = {
+        losses = self._losses_in(src, owner)
+        bound = {id(n) for each in walk(owner) for n in _bound_names(each)}
+        onward = self._onward(src, depth, name)
+        return all(
+            _blind_or_target(read, parents, losses, onward) for read in _names_in(owner, name) if id(read) not in bound
+        )
+
+    def _losses_in(self, src: Source, owner: cst.CSTNode) -> set[int]:
+        """The calls in ``owner`` that take class indices: the failing loss's callee, a torch index loss."""
+        return {
             id(c) for c in _calls_in(owner)
             if (src is self.src and _same_callee(src, c, self.loss.call)) or _loss_name(src, c, {}) in _INDEX_LOSSES
         }
-        bound = {id(n) for each in walk(owner) for n in _bound_names(each)}
-        return all(_blind_or_target(read, parents, losses) for read in _names_in(owner, name) if id(read) not in bound)
+
+    def _onward(self, src: Source, depth: int, name: str) -> Onward:
+        """Follows labels passed on: into a torch comparison (blind), into a parameter of one of the
+        project's module-level functions (``accuracy_fn(y_true=labels, ...)``), or bound to another
+        name (``test_labels = labels[800:]``), whose reads must then be blind too."""
+
+        def onward(node: cst.CSTNode, arg: cst.Arg | str) -> bool:
+            if depth > 4:
+                return False
+            if isinstance(arg, str):  # bound to a name: the same labels moved (checked already), or another
+                return arg == name or self._reads_blind(src, _owner(src, node), arg, depth + 1)
+            if not isinstance(node, cst.Call):
+                return False
+            if is_torch_name(src.imports.qualify(node.func), *_COMPARES):
+                return True
+            if not isinstance(node.func, cst.Name) or arg.star:
+                return False
+            functions = [
+                f for f in src.module.body if isinstance(f, cst.FunctionDef) and f.name.value == node.func.value
+            ]
+            if len(functions) != 1:
+                return False
+            names = parameter_names(functions[0])
+            if arg.keyword is not None:
+                param = arg.keyword.value
+            else:
+                position = [a for a in node.args if a.keyword is None].index(arg)
+                param = names[position] if position < len(names) else ""
+            return param in names and self._reads_blind(src, functions[0], param, depth + 1)
+
+        return onward
 
     def _only_targets(self, name: str, assign: cst.Assign) -> bool:
         """Whether every read of ``name`` in its scope is a loss target or dtype-blind."""
@@ -613,10 +689,11 @@ class _Locator:
         for candidate in _calls_in(owner):
             if candidate is self.loss.call or _same_callee(self.src, candidate, self.loss.call):
                 target_values.add(id(candidate))
+        bound = {id(n) for each in walk(owner) for n in _bound_names(each)}
         for read in _names_in(owner, name):
-            if read is assign.targets[0].target:
+            if id(read) in bound:
                 continue
-            if not _blind_or_target(read, parents, target_values):
+            if not _blind_or_target(read, parents, target_values, self._onward(self.src, 0, name)):
                 return False
         return True
 
@@ -691,10 +768,11 @@ class _Locator:
 
 
 def _blind_or_target(
-    read: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int]
+    read: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int], onward: Onward | None = None
 ) -> bool:
     """Whether a read of the labels ends as a loss's target argument, or in something whose
-    result does not depend on their dtype (a comparison, ``len()``, ``.size()``, ``.shape``)."""
+    result does not depend on their dtype (a comparison, ``len()``, ``.size()``, ``.shape``);
+    ``onward`` answers for an argument of another call and a value bound to another name."""
     child: cst.CSTNode = read
     parent = parents.get(read)
     while parent is not None:
@@ -704,7 +782,19 @@ def _blind_or_target(
                 return False
             if id(call) in losses and argument(call, 1, "target") is parent:
                 return True
-            return isinstance(call.func, cst.Name) and call.func.value == "len"
+            if isinstance(call.func, cst.Name) and call.func.value == "len":
+                return True
+            return onward is not None and onward(call, parent)
+        if isinstance(parent, cst.Assign) and parent.value is child:
+            bound = parent.targets[0].target if len(parent.targets) == 1 else None
+            return isinstance(bound, cst.Name) and onward is not None and onward(parent, bound.value)
+        if isinstance(parent, cst.Element):  # x_test, y_test = x[800:], y[800:]
+            values = parents.get(parent)
+            assign = parents.get(values) if values is not None else None
+            if not isinstance(assign, cst.Assign):
+                return False
+            name = _unpacked_name(assign, values, parent)
+            return name is not None and onward is not None and onward(assign, name)
         if isinstance(parent, cst.Comparison | cst.ComparisonTarget):
             return True
         if isinstance(parent, cst.Attribute):
@@ -732,6 +822,8 @@ class _Made:
     where: str  # repository-relative file:line
     how: str  # the edit, for the report
     attributes: tuple[str, ...] = ()  # self.<attribute>s followed, innermost first
+    names: tuple[tuple[cst.CSTNode, str, int], ...] = ()  # (scope, name, line bound) of names followed
+    followed: frozenset[int] = frozenset()  # ids of the expressions followed to the call
 
 
 def _owner(src: Source, node: cst.CSTNode) -> cst.CSTNode:
@@ -743,6 +835,83 @@ def _owner(src: Source, node: cst.CSTNode) -> cst.CSTNode:
             return current
         current = parents.get(current)
     return src.module
+
+
+def _binding_before(src: Source, scope: cst.CSTNode, node: cst.Name) -> cst.BaseExpression | None:
+    """The value the last plain binding of a read name before its line (in its scope) gives it:
+    ``name = value``, or its element of ``a, name = x, value``."""
+    line = src.line(node)
+    found: tuple[int, cst.BaseExpression] | None = None
+    for each in walk(scope):
+        if each is not scope and isinstance(each, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            continue
+        if not isinstance(each, cst.Assign) or each not in src.positions or src.line(each) >= line:
+            continue
+        value = _assigned(each, node.value)
+        if value is not None and (found is None or src.line(each) > found[0]):
+            found = (src.line(each), value)
+    if found is None or _rebound_otherwise(scope, node.value):
+        return None
+    return found[1]
+
+
+def _assigned(assign: cst.Assign, name: str) -> cst.BaseExpression | None:
+    """What a one-target assignment gives ``name``: its value, or its element of a tuple value."""
+    if len(assign.targets) != 1:
+        return None
+    target, value = assign.targets[0].target, assign.value
+    if isinstance(target, cst.Name):
+        return value if target.value == name else None
+    if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List):
+        if len(target.elements) != len(value.elements):
+            return None
+        for bound, given in zip(target.elements, value.elements, strict=True):
+            if isinstance(bound.value, cst.Name) and bound.value.value == name and not isinstance(given, cst.StarredElement):
+                return given.value
+    return None
+
+
+def _unpacked_name(assign: cst.Assign, values: cst.CSTNode | None, element: cst.CSTNode) -> str | None:
+    """The name ``a, name = x, value`` binds to the element ``value``."""
+    if len(assign.targets) != 1 or assign.value is not values or not isinstance(values, cst.Tuple | cst.List):
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, cst.Tuple | cst.List) or len(target.elements) != len(values.elements):
+        return None
+    bound = target.elements[list(values.elements).index(element)].value  # type: ignore[arg-type]
+    return bound.value if isinstance(bound, cst.Name) else None
+
+
+def _rebound_otherwise(scope: cst.CSTNode, name: str) -> bool:
+    """Whether ``name`` is also bound by something other than a plain assignment (a loop, ``+=``)."""
+    visitor = _OtherBindings(name)
+    scope.visit(visitor)
+    return visitor.found
+
+
+class _OtherBindings(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found = False
+
+    def visit_For(self, node: cst.For) -> None:
+        if any(isinstance(n, cst.Name) and n.value == self.name for n in walk(node.target)):
+            self.found = True
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.target, cst.Name) and node.target.value == self.name:
+            self.found = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Tuple | cst.List) and any(
+                isinstance(n, cst.Name) and n.value == self.name for n in walk(target.target)
+            ) and _assigned(node, self.name) is None:
+                self.found = True  # unpacked from a call: no single expression writes it
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None and any(isinstance(n, cst.Name) and n.value == self.name for n in walk(node.asname)):
+            self.found = True
 
 
 def _moves(binding: Event, name: str) -> bool:
@@ -762,6 +931,13 @@ def _moves(binding: Event, name: str) -> bool:
                 and isinstance(made.func.value, cst.Name) and made.func.value.value == name
             )
     return False
+
+
+def _is_device_like(value: cst.BaseExpression) -> bool:
+    """A device argument of ``.to(...)`` (a name, ``"cuda"``, ``torch.device(...)``), not a dtype."""
+    if isinstance(value, cst.Attribute):
+        return value.attr.value not in ("float", "float32", "float64", "double", "half", "long", "int64", "int")
+    return isinstance(value, cst.Name | cst.SimpleString | cst.Call | cst.Subscript)
 
 
 def _unpacked(target: cst.BaseExpression) -> list[str | None] | None:
@@ -808,11 +984,13 @@ def _self_assignment(src: Source, node: cst.Attribute) -> tuple[cst.BaseExpressi
 
 
 def _bound_names(node: cst.CSTNode) -> list[cst.Name]:
-    """The names a statement binds (a loop's target, an assignment's targets)."""
+    """The names a statement binds (a loop's target, an assignment's targets, a parameter)."""
     if isinstance(node, cst.For):
         return [n for n in walk(node.target) if isinstance(n, cst.Name)]
     if isinstance(node, cst.Assign):
         return [n for t in node.targets for n in walk(t.target) if isinstance(n, cst.Name)]
+    if isinstance(node, cst.Param):
+        return [node.name]
     return []
 
 
