@@ -670,6 +670,18 @@ class _File:
                 node for node, span in self.positions.items()
                 if isinstance(node, cst.BaseExpression) and _span_tuple(span) == wanted
             ]
+            if not exact:
+                # a method call written over several lines (``Model(\n...\n).to(device)``): Python
+                # places it at its attribute, so the traced start is no node's; its end is the call's
+                exact = [
+                    node for node, span in self.positions.items()
+                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and span.line < frame.line
+                    and (span.end_line, span.end_col) == wanted[2:]
+                    and self.positions[node.func.attr].line == frame.line
+                ]
+                if len(exact) == 1:
+                    return exact[0]
+                return None
             if exact:
                 return max(exact, key=lambda node: sum(1 for _ in walk(node)))
             return None
