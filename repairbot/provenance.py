@@ -297,9 +297,9 @@ def _attribute(
     argparse = _argparse_default(src, attr)
     if argparse is not None:
         return _written(ARGPARSE, src, argparse, trail)
-    fields = [(f, s) for s in _project_sources(sources, src) for cls in _classes(s) if (f := _class_field(cls, attr)) is not None]
+    fields = [(f, s) for s in project_sources(sources, src) for cls in _classes(s) if (f := _class_field(cls, attr)) is not None]
     keywords = [
-        (a.value, s) for s in _project_sources(sources, src) for n in walk(s.module) if isinstance(n, cst.Call)
+        (a.value, s) for s in project_sources(sources, src) for n in walk(s.module) if isinstance(n, cst.Call)
         for a in n.args if a.keyword is not None and a.keyword.value == attr and _builds_namespace(s, n)
     ]
     found = fields + keywords
@@ -348,7 +348,7 @@ def _builds_namespace(src: Source, call: cst.Call) -> bool:
     )
 
 
-def _project_sources(sources: Sources, src: Source) -> list[Source]:
+def project_sources(sources: Sources, src: Source) -> list[Source]:
     """The file and its sibling project files (where config classes usually live)."""
     found = [src]
     for path in sorted(src.path.parent.glob("*.py")):

@@ -21,10 +21,10 @@ from libcst.metadata import (
 
 from repairbot.codemod import ImportTable, is_torch_name, one_line, quote_of, spans, walk
 from repairbot.evidence import Evidence
-from repairbot.facts import place
+from repairbot.facts import place, place_in
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.provenance import bound_once
-from repairbot.sources import SourceError, Sources
+from repairbot.sources import SourceError, Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 # A CUDA device written as a string: "cuda", "cuda:0", f"cuda:{rank}".
@@ -256,15 +256,15 @@ class CudaUnavailable(Pattern):
                 params={"edits": [{"span": [span.line, span.col, span.end_line, span.end_col],
                                    "node": type(target).__name__, "kind": "gate", "code": new}]},
                 summary=(
-                    f"Gated the script's CUDA switch on {available} at {view.path.name}:{span.line} ({kind}): "
+                    f"Gated the script's CUDA switch on {available} at {place_in(view.path, span.line)} ({kind}): "
                     f"`{one_line(view.module, target)}` -> `{new}`, so `{one_line(view.module, value)}` picks the CPU "
                     "on a machine without CUDA"
                 ),
                 applicability=Applicability.SAFE,
-                evidence={"switch": one_line(view.module, test), "device": f"{view.path.name}:{view.positions[value].line}",
+                evidence={"switch": one_line(view.module, test), "device": f"{place_in(view.path, view.positions[value].line)}",
                           "failing": place(frame)},
                 evidence_text=(
-                    f"the failing call at {place(frame)} uses `{name}`, chosen at {view.path.name}:"
+                    f"the failing call at {place(frame)} uses `{name}`, chosen at {report_path(view.path)}:"
                     f"{view.positions[value].line} by the switch `{one_line(view.module, test)}`, which does "
                     "not check that CUDA is available"
                 ),
@@ -293,12 +293,12 @@ class CudaUnavailable(Pattern):
         if len(plan.edits) > 6:
             changes += f"; and {len(plan.edits) - 6} more"
         summary = (
-            f"Made the hard-coded CUDA device{'s' if len(plan.edits) > 1 else ''} of {view.path.name} "
+            f"Made the hard-coded CUDA device{'s' if len(plan.edits) > 1 else ''} of {report_path(view.path)} "
             f"device-agnostic ({len(plan.edits)} site{'s' if len(plan.edits) > 1 else ''}): {changes}"
         )
         if plan.device_line is not None:
             applicability = Applicability.UNSAFE
-            summary += f"; added `{plan.device_line}` at {view.path.name}:{plan.anchor_line}"
+            summary += f"; added `{plan.device_line}` at {report_path(view.path)}:{plan.anchor_line}"
             notes.append("The script had no device variable: the one added picks the GPU whenever there is one.")
         environment = evidence.environment if evidence else {}
         cuda = "not available" if not environment.get("cuda_available") else "available"
@@ -317,7 +317,7 @@ class CudaUnavailable(Pattern):
                 "message": failure.headline,
                 "cuda_available": bool(environment.get("cuda_available")),
                 "failing": failing_at,
-                "reached": {"site": f"{view.path.name}:{linked.site.span.line}", "how": linked.how},
+                "reached": {"site": f"{place_in(view.path, linked.site.span.line)}", "how": linked.how},
                 "sites": [
                     {"line": e.span.line, "code": e.before, "fixed": e.after, "kind": e.kind} for e in plan.edits
                 ],
@@ -328,9 +328,9 @@ class CudaUnavailable(Pattern):
             evidence_text=(
                 f"{failure.headline} at {failing_at}"
                 + (f", called from {where}" if where != failing_at else "")
-                + f"; it comes from `{linked.site.code}` ({view.path.name}:{linked.site.span.line}, {linked.how}); "
+                + f"; it comes from `{linked.site.code}` ({place_in(view.path, linked.site.span.line)}, {linked.how}); "
                 f"CUDA is {cuda} here; {len(plan.edits)} hard-coded CUDA site{'s' if len(plan.edits) > 1 else ''} "
-                f"in {view.path.name}"
+                f"in {report_path(view.path)}"
             ),
             notes=tuple(notes),
             extra_spans=tuple(e.span for e in plan.edits[1:]) + ((plan.anchor,) if plan.anchor else ()),
@@ -617,7 +617,7 @@ class _File:
                     continue  # a local of another function
                 rank = 0 if site_owner is owner else 1
                 shown = {"name": f"`{name}`", "attr": f"`.{name}`", "key": f"`[{self.quote}{name}{self.quote}]`"}[kind]
-                candidates.append((reads[bound], rank, site, f"{shown} read at {self.path.name}:{frame.line}"))
+                candidates.append((reads[bound], rank, site, f"{shown} read at {place_in(self.path, frame.line)}"))
         if candidates:
             # what the expression reads itself first, then what those values read
             _, _, site, how = min(candidates, key=lambda c: (c[0], c[1], c[2].span.line))
@@ -670,6 +670,18 @@ class _File:
                 node for node, span in self.positions.items()
                 if isinstance(node, cst.BaseExpression) and _span_tuple(span) == wanted
             ]
+            if not exact:
+                # a method call written over several lines (``Model(\n...\n).to(device)``): Python
+                # places it at its attribute, so the traced start is no node's; its end is the call's
+                exact = [
+                    node for node, span in self.positions.items()
+                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and span.line < frame.line
+                    and (span.end_line, span.end_col) == wanted[2:]
+                    and self.positions[node.func.attr].line == frame.line
+                ]
+                if len(exact) == 1:
+                    return exact[0]
+                return None
             if exact:
                 return max(exact, key=lambda node: sum(1 for _ in walk(node)))
             return None
@@ -693,7 +705,7 @@ class _File:
         script's device variable (one is introduced when none is visible), ``.to("cuda")`` too
         when one is visible, and every other site is made agnostic where it is written."""
         if self.torch is None:
-            return f"{self.path.name} has no module-level `import torch` to write a device-agnostic expression with"
+            return f"{report_path(self.path)} has no module-level `import torch` to write a device-agnostic expression with"
         sites = sorted(self.sites, key=lambda s: (s.span.line, s.span.col))
         ordered = [linked.site, *[s for s in sites if s is not linked.site]]
         plan = _Plan()
@@ -797,16 +809,16 @@ class _File:
                 scope = self.scopes.get(site.node)
                 if scope is not None and _bound_in(scope, _NEW_DEVICE_NAME):
                     return (
-                        f"the name `{_NEW_DEVICE_NAME}` is bound in the code around {self.path.name}:{site.span.line}, "
+                        f"the name `{_NEW_DEVICE_NAME}` is bound in the code around {place_in(self.path, site.span.line)}, "
                         "yet not before the device is needed there: no device variable can be added for it"
                     )
             candidates = [s for s in self.module.body if not _is_docstring(s) and not _is_import(s)]
             if not candidates:
-                return f"{self.path.name} has no statement after its imports to put a device line before"
+                return f"{report_path(self.path)} has no statement after its imports to put a device line before"
             anchor, owner = candidates[0], self.module
             first_use = min(s.span.line for s in missing)
             if self.positions[anchor].line > first_use:
-                return f"{self.path.name} uses CUDA at line {first_use}, before its imports end"
+                return f"{report_path(self.path)} uses CUDA at line {first_use}, before its imports end"
         q = self.quote
         line = f"{_NEW_DEVICE_NAME} = {self.torch}.device({q}cuda{q} if {self.torch}.cuda.is_available() else {q}cpu{q})"
         return line, self.positions[anchor], owner
@@ -819,7 +831,7 @@ class _File:
                 qualified = self.imports.qualify(node.func)
                 if qualified and qualified.startswith("torch.cuda.") and qualified.rsplit(".", 1)[-1] in _NEEDS_GPU:
                     yield (
-                        f"`{one_line(self.module, node)}` at {self.path.name}:{self.positions[node].line} needs a GPU "
+                        f"`{one_line(self.module, node)}` at {place_in(self.path, self.positions[node].line)} needs a GPU "
                         "whatever the device: guard it with `if torch.cuda.is_available():`."
                     )
 
@@ -842,7 +854,7 @@ def _other_files(evidence: Evidence | None, fixed: Path, sources: Sources) -> li
             continue
         view = _File.read(sources, path)
         if view is not None and view.sites:
-            found.extend(f"{path.name}:{site.span.line}" for site in view.sites[:3])
+            found.extend(f"{place_in(path, site.span.line)}" for site in view.sites[:3])
     return found
 
 

@@ -31,9 +31,10 @@ from repairbot.codemod import (
     walk,
 )
 from repairbot.evidence import Evidence
+from repairbot.facts import place_in
 from repairbot.pattern import Pattern, SiteTransformer, signature, span_of
 from repairbot.provenance import parameter_names
-from repairbot.sources import Sources
+from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 _DEVICE = r"(?:cpu|cuda|mps|xpu|hpu|npu|meta)(?::\d+)?"
@@ -334,7 +335,7 @@ class _View:
 
     @property
     def location(self) -> str:
-        return f"{self.path.name}:{self.frame.line}"
+        return f"{place_in(self.path, self.frame.line)}"
 
     def code(self, node: cst.CSTNode) -> str:
         return self.wrapper.module.code_for_node(node).strip()
@@ -438,22 +439,22 @@ class _Locator:
         try:
             source = re.split(r"\r\n|\r|\n", self.sources.current(path).decode("utf-8", "replace"))
         except OSError:
-            return self.decline(f"cannot read {path.name}")
+            return self.decline(f"cannot read {report_path(path)}")
         current = source[frame.line - 1].strip() if 0 < frame.line <= len(source) else None
         if frame.code is not None and current != frame.code:
             # the traced lines are not the lines of this source: a fix moved them
-            return self.decline(f"the source of {path.name}:{frame.line} is not what the traced run executed")
+            return self.decline(f"the source of {place_in(path, frame.line)} is not what the traced run executed")
         wrapper = self.sources.metadata(path)
         positions = {node: span_of(r) for node, r in wrapper.resolve(PositionProvider).items()}
         parents = wrapper.resolve(ParentNodeProvider)
         expression = _expression_at(positions, frame)
         if expression is None:
-            return self.decline(f"cannot find the failing expression at {path.name}:{frame.line}")
+            return self.decline(f"cannot find the failing expression at {place_in(path, frame.line)}")
         statement = expression
         while not isinstance(statement, cst.SimpleStatementLine | cst.BaseCompoundStatement):
             parent = parents.get(statement)
             if parent is None:
-                return self.decline(f"cannot find the statement at {path.name}:{frame.line}")
+                return self.decline(f"cannot find the statement at {place_in(path, frame.line)}")
             statement = parent
         function = _enclosing(parents, statement, cst.FunctionDef)
         view = _View(
@@ -603,7 +604,7 @@ class _Locator:
     def _move_in_loop(self, found: _Attribution, loop: cst.For) -> Site | Decline:
         view = found.view
         if not isinstance(loop.body, cst.IndentedBlock):
-            return self.decline(f"the loop at {view.path.name}:{view.positions[loop].line} is written on one line")
+            return self.decline(f"the loop at {place_in(view.path, view.positions[loop].line)} is written on one line")
         movable = self._movable(view, _bound_names(loop.target))
         left = [o.name for o in found.stayed if o.name not in movable]
         if left:
@@ -619,7 +620,7 @@ class _Locator:
         return self._site(
             found, view.path, view.positions[loop], "insert-in-loop", device,
             params={"statement": statement},
-            summary=f"Moved {_and(movable)} to {device.code} in the loop at {view.path.name}:{line}",
+            summary=f"Moved {_and(movable)} to {device.code} in the loop at {place_in(view.path, line)}",
         )
 
     def _existing_move(
@@ -652,7 +653,7 @@ class _Locator:
         span = view.positions[assign]
         if not missing:
             return self.decline(
-                f"{_and([o.name for o in found.stayed])} is already moved at {view.path.name}:{span.line}, "
+                f"{_and([o.name for o in found.stayed])} is already moved at {place_in(view.path, span.line)}, "
                 f"yet was on {self.behind} at {view.location}"
             )
         base = cst.ensure_type(cst.ensure_type(call.func, cst.Attribute).value, cst.Name).value
@@ -667,7 +668,7 @@ class _Locator:
         return self._site(
             found, view.path, span, "extend-move", device,
             params={"statement": statement},
-            summary=f"Added {_and(missing)} to the move at {view.path.name}:{span.line}",
+            summary=f"Added {_and(missing)} to the move at {place_in(view.path, span.line)}",
         )
 
     def _binding(self, view: _View, names: Sequence[str]) -> tuple[cst.Assign, cst.SimpleStatementLine] | Decline:
@@ -726,7 +727,7 @@ class _Locator:
             found, view.path, span, "device-keyword", device,
             params={},
             summary=f"Created {name} on {device.phrase}: added device={device.code} to {one_line(view.wrapper.module, call)} "
-            f"at {view.path.name}:{span.line}",
+            f"at {place_in(view.path, span.line)}",
         )
 
     def _input_device(self, view: _View) -> _Device | None:
@@ -750,7 +751,7 @@ class _Locator:
         if isinstance(device, Decline):
             return device
         span = view.positions[statement]
-        where = f"after {view.path.name}:{span.line}"
+        where = f"after {place_in(view.path, span.line)}"
         return self._site(
             found, view.path, span, "insert-after", device,
             params={"statement": _move_statement(movable, device.code)},
@@ -789,8 +790,8 @@ class _Locator:
         assign = statement.body[0] if statement is not None and len(statement.body) == 1 else None
         if statement is None or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
             return self.decline(
-                f"`{module.name}` is built at {path.name}:{line} in a statement that is not a plain assignment",
-                diagnosis=f"call `.to(device)` on the model built at {path.name}:{line}", at=view.frame,
+                f"`{module.name}` is built at {place_in(path, line)} in a statement that is not a plain assignment",
+                diagnosis=f"call `.to(device)` on the model built at {place_in(path, line)}", at=view.frame,
             )
         parents = wrapper.resolve(ParentNodeProvider)
         function = _enclosing(parents, statement, cst.FunctionDef)
@@ -806,7 +807,7 @@ class _Locator:
         self, found: _Attribution, where: _View, assign: cst.Assign, statement: cst.SimpleStatementLine, name: str
     ) -> Site | Decline:
         line = where.positions[statement].line
-        location = f"{where.path.name}:{line}"
+        location = f"{place_in(where.path, line)}"
         value = assign.value
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in (*_MOVE_METHODS, "cpu"):
             return self.decline(
@@ -900,7 +901,7 @@ class _Locator:
             )
         if here is not None and here[_NEW_DEVICE_NAME]:
             return self.decline(
-                f"the script has no usable device variable at {view.path.name}:{view.positions[anchor].line}, and the name "
+                f"the script has no usable device variable at {place_in(view.path, view.positions[anchor].line)}, and the name "
                 f"`{_NEW_DEVICE_NAME}` is already taken there",
                 at=view.frame,
             )
@@ -960,7 +961,7 @@ class _Locator:
             extra = (anchor,)
             all_params["device_line"] = line
             applicability = Applicability.UNSAFE
-            summary += f"; added `{line}` at {path.name}:{anchor.line}"
+            summary += f"; added `{line}` at {place_in(path, anchor.line)}"
             notes = ("The script had no device variable: the one added picks the GPU whenever there is one.",)
         groups = self.match.groupdict()
         evidence = {

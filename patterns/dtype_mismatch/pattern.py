@@ -23,10 +23,10 @@ from repairbot.codemod import (
     walk,
 )
 from repairbot.evidence import Evidence
-from repairbot.facts import Source, dtype_name, events, place, reads, shape_text, source
+from repairbot.facts import Source, dtype_name, events, place, place_in, reads, shape_text, source
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.provenance import integer_value, parameter_names
-from repairbot.sources import Sources
+from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
 _FLOAT64 = "float64"
@@ -343,7 +343,7 @@ class _File:
         return self.src.positions[node].line
 
     def where(self, node: cst.CSTNode) -> str:
-        return f"{self.path.name}:{self.line(node)}"
+        return f"{place_in(self.path, self.line(node))}"
 
     def code(self, node: cst.CSTNode, limit: int = 70) -> str:
         if isinstance(node, cst.For):  # the loop's header, not its body
@@ -545,7 +545,7 @@ class _Tracer:
         file = self._file(frame.file)
         view: _View | Decline
         if file is None:
-            view = self.decline(f"cannot read the project file {Path(frame.file).name}", at=frame)
+            view = self.decline(f"cannot read the project file {report_path(Path(frame.file))}", at=frame)
         else:
             view = self._make_view(index, frame, file)
         self._views[index] = view
@@ -1030,7 +1030,7 @@ class _Tracer:
         call = origin.call
         span = file.src.positions[call]
         code = file.code(call)
-        where = f"{file.path.name}:{span.line}"
+        where = f"{place_in(file.path, span.line)}"
         described = view.described(name) or {}
         shape = described.get("shape")
         shape_words = f"{shape_text(shape)} " if isinstance(shape, list) else ""

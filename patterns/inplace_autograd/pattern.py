@@ -25,8 +25,9 @@ from repairbot.codemod import (
     spans,
 )
 from repairbot.evidence import Evidence, frame_from_json
+from repairbot.facts import place_in
 from repairbot.pattern import Pattern, SiteTransformer, signature
-from repairbot.sources import Sources
+from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 _MODIFIED = (
@@ -441,7 +442,7 @@ def _is_inplace_statement(statement: cst.BaseSmallStatement, imports: ImportTabl
 
 
 def _location(frame: Frame) -> str:
-    return f"{Path(frame.file).name}:{frame.line}"
+    return f"{place_in(Path(frame.file), frame.line)}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -847,8 +848,8 @@ class InplaceAutograd(Pattern):
         no_grad = _no_grad_call(imports)
         if no_grad is None:
             return self.decline(
-                f"{path.name} imports no torch name to write torch.no_grad() with",
-                diagnosis=f"wrap `{code}` in `with torch.no_grad():` (and import torch in {path.name})",
+                f"{report_path(path)} imports no torch name to write torch.no_grad() with",
+                diagnosis=f"wrap `{code}` in `with torch.no_grad():` (and import torch in {report_path(path)})",
                 at=frame,
             )
         parents = wrapper.resolve(ParentNodeProvider)
@@ -938,7 +939,7 @@ def _binding_keeps_meaning(parent: cst.CSTNode, receiver: cst.BaseExpression, mo
 def _short(record: object) -> str | None:
     if not isinstance(record, Mapping) or "file" not in record:
         return None
-    return f"{Path(str(record['file'])).name}:{record.get('line')}"
+    return f"{report_path(str(record['file']))}:{record.get('line')}"
 
 
 def _shape_text(shape: object) -> str:

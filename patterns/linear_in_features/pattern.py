@@ -21,10 +21,19 @@ from repairbot.codemod import (
     walk,
 )
 from repairbot.evidence import Evidence, LayerSite, LinearTrace
-from repairbot.facts import Source, frame_at, local_tensors, reads, shape_of, shape_text, source
+from repairbot.facts import (
+    Source,
+    frame_at,
+    local_tensors,
+    place_in,
+    reads,
+    shape_of,
+    shape_text,
+    source,
+)
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.provenance import LITERAL, integer_value, is_literal, written_at
-from repairbot.sources import Sources
+from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Site, Span
 
 _SHAPES = r"\((?P<rows>\d+)x(?P<cols>\d+) and (?P<in_features>\d+)x(?P<out_features>\d+)\)"
@@ -165,7 +174,7 @@ class LinearInFeatures(Pattern):
         if siblings:
             sizes = sorted({lt.input_shape[-1] for lt in siblings if lt.input_shape} | {needed})
             return self.decline(
-                f"the nn.Linear call at {Path(site.file).name}:{site.line} builds several layers that "
+                f"the nn.Linear call at {place_in(Path(site.file), site.line)} builds several layers that "
                 f"receive different input sizes ({', '.join(map(str, sizes))}); one number cannot fit them all",
                 at=site,
             )
@@ -174,7 +183,7 @@ class LinearInFeatures(Pattern):
         wrapper = sources.metadata(path)
         located = call_at(wrapper, site.line, site.col, site.end_line, site.end_col)
         if located is None or not isinstance(located.node, cst.Call):
-            return self.decline(f"cannot find the call that built the layer at {path.name}:{site.line}")
+            return self.decline(f"cannot find the call that built the layer at {place_in(path, site.line)}")
         call = located.node
         module = wrapper.module
         if not is_torch_name(ImportTable(module).qualify(call.func), "torch.nn.Linear"):
@@ -199,7 +208,7 @@ class LinearInFeatures(Pattern):
             )
         shape = "x".join(map(str, linear.input_shape or (needed,)))
         traced = [
-            f"{lt.type}({lt.in_features}, {lt.out_features}) at {Path(lt.site.file).name}:{lt.site.line}"
+            f"{lt.type}({lt.in_features}, {lt.out_features}) at {place_in(Path(lt.site.file), lt.site.line)}"
             f" <- {'x'.join(map(str, lt.input_shape)) if lt.input_shape else '?'}"
             for lt in (evidence.linears if evidence else ())
             if lt.site is not None and (lt.calls or lt is linear)
@@ -215,7 +224,7 @@ class LinearInFeatures(Pattern):
                 summary = f"Changed {old_text} to {new_text} to match the traced input ({shape})"
             else:
                 summary = (
-                    f"Changed `{candidate.old}` to `{candidate.code}` at {Path(candidate.file).name}:"
+                    f"Changed `{candidate.old}` to `{candidate.code}` at {report_path(Path(candidate.file))}:"
                     f"{candidate.span.line} ({candidate.kind}) so that {old_text} gets in_features={needed}, "
                     f"the traced input ({shape})"
                 )
@@ -227,17 +236,17 @@ class LinearInFeatures(Pattern):
                 summary=summary,
                 applicability=candidate.applicability,
                 evidence={
-                    "linear": {**linear.to_json(), "site": f"{path.name}:{site.line}"},
+                    "linear": {**linear.to_json(), "site": f"{place_in(path, site.line)}"},
                     "traced_input_shape": list(linear.input_shape or ()),
                     "in_features": {"was": linear.in_features, "now": needed},
                     "forward_pass": traced,
                     "candidate": candidate.kind,
-                    **({"traced_values": values, "traced_at": f"{path.name}:{site.line}"} if values else {}),
+                    **({"traced_values": values, "traced_at": f"{place_in(path, site.line)}"} if values else {}),
                     **({"written_at": list(candidate.trail)} if candidate.trail else {}),
                 },
                 evidence_text=(
-                    f"the Linear built at {path.name}:{site.line} received input {shape} (traced); "
-                    + (f"{values_text}, traced at {path.name}:{site.line}; " if values_text else "")
+                    f"the Linear built at {place_in(path, site.line)} received input {shape} (traced); "
+                    + (f"{values_text}, traced at {place_in(path, site.line)}; " if values_text else "")
                     + f"Linear layers along the forward pass: {'; '.join(traced)}"
                 ),
                 notes=candidate.notes,
@@ -255,7 +264,7 @@ class LinearInFeatures(Pattern):
         frame = failure.user_frame
         src = source(sources, frame.file) if frame is not None else None
         per_sample = math.prod(shape[1:])
-        where = f"{Path(linear.site.file).name}:{linear.site.line}"
+        where = f"{place_in(Path(linear.site.file), linear.site.line)}"
         layer = f"{linear.type}({linear.in_features}, {linear.out_features}) built at {where}"
         evidence_of = {
             "linear": {**linear.to_json(), "site": where},
@@ -274,10 +283,10 @@ class LinearInFeatures(Pattern):
                     summary=f"Assigned the flatten `{src.code(statement)}` (its result was thrown away) "
                     f"so that the {layer} receives [batch, features]",
                     applicability=self.APPLICABILITY,
-                    evidence={**evidence_of, "flatten": f"{src.path.name}:{src.line(statement)}"},
+                    evidence={**evidence_of, "flatten": f"{place_in(src.path, src.line(statement))}"},
                     evidence_text=(
                         f"the {layer} received the {len(shape)}-D tensor {shape_text(shape)} (traced): "
-                        f"`{src.code(statement)}` at {src.path.name}:{src.line(statement)} computes the "
+                        f"`{src.code(statement)}` at {place_in(src.path, src.line(statement))} computes the "
                         f"flattened tensor and discards it, so `{name}` is still the feature map"
                     ),
                 )
@@ -311,10 +320,10 @@ class LinearInFeatures(Pattern):
         batch = min(batches)
         return self.decline(
             f"the {layer} receives {shape_text(shape)} for a batch of {batch}: `{src.code(fold)}` at "
-            f"{src.path.name}:{src.line(fold)} folds the batch into rows; setting in_features to "
+            f"{place_in(src.path, src.line(fold))} folds the batch into rows; setting in_features to "
             f"{shape[-1]} would only move the failure to the loss",
             diagnosis=(
-                f"Keep the batch dimension at {src.path.name}:{src.line(fold)}: `.flatten(1)` or "
+                f"Keep the batch dimension at {place_in(src.path, src.line(fold))}: `.flatten(1)` or "
                 f"`.view(x.size(0), -1)` instead of a hard-coded size; one sample has "
                 f"{rows * shape[-1] // batch if rows * shape[-1] % batch == 0 else '?'} features, "
                 f"which the {linear.type}'s in_features ({linear.in_features}) must match "

@@ -405,7 +405,8 @@ def _tensor_root(node: cst.BaseExpression) -> str | None:
 def _list_fills(
     wrapper: MetadataWrapper, scope: Scope, problem: _Problem, call: cst.Call, span: Span
 ) -> list[_Edit]:
-    """For an argument that is a traced list of tensors (``np.mean(losses)``), the one place in
+    """For an argument that is a traced list of tensors (``np.mean(losses)``, also as an element of a
+    list or tuple argument), the one place in
     the function that fills it (``losses.append(loss)``): the fix converts each element where it
     is collected. Only a list of numbers (0-d tensors) is fixed (``.item()``); a list filled in
     more than one place, or by anything but ``append``, is not."""
@@ -417,10 +418,16 @@ def _list_fills(
     ]
     scope_node: cst.CSTNode = max(functions, key=lambda item: item[0].line)[1] if functions else module
     edits: list[_Edit] = []
-    for arg in call.args:
-        if arg.star or not isinstance(arg.value, cst.Name):
+    # a list passed itself, or inside a list or tuple literal (np.array([train_losses, test_losses]))
+    named = [
+        element.value
+        for arg in call.args if not arg.star
+        for element in (arg.value.elements if isinstance(arg.value, cst.List | cst.Tuple) else [arg])
+    ]
+    for listed in named:
+        if not isinstance(listed, cst.Name):
             continue
-        name = arg.value.value
+        name = listed.value
         traced = scope.get("locals", {}).get(name)
         if not isinstance(traced, Mapping) or traced.get("kind") != "tensor-list":
             continue

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import libcst as cst
 from libcst.metadata import ParentNodeProvider
 
 from repairbot.codemod import (
+    append_keyword,
     argument,
     call_at,
     calls_on_line,
@@ -21,14 +22,28 @@ from repairbot.codemod import (
     method_call,
     one_line,
     replace_arg_value,
+    walk,
 )
 from repairbot.evidence import Evidence
-from repairbot.facts import Source, dtype_name, last_binding, place, shape_text, source
+from repairbot.facts import (
+    Event,
+    Source,
+    dtype_name,
+    events,
+    last_binding,
+    place,
+    place_in,
+    shape_text,
+    source,
+)
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
-from repairbot.sources import Sources
+from repairbot.provenance import bound_once, parameter_names, project_sources, written_at
+from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 Scope = Mapping[str, Mapping[str, Any]]
+# Answers whether labels passed on (an argument of a call, a value bound to a name) stay dtype-blind.
+Onward = Callable[[cst.CSTNode, cst.Arg | str], bool]
 
 _INTEGER = r"(?:Long|Int|Short|Byte|Char|Bool)"
 _FLOATING = r"(?:Float|Double|Half|BFloat16)"
@@ -51,6 +66,8 @@ _FLOAT_TARGET_LOSSES = frozenset({
 # Reads of a labels tensor that work the same whatever its dtype (for the creation-site fix).
 _COUNTS = frozenset({"size", "numel", "dim", "shape", "device", "ndim", "dtype"})  # no tensor comes out
 _MOVES = frozenset({"to", "cuda", "cpu"})  # the same labels on another device
+# torch functions whose result does not depend on the labels' dtype (an accuracy's comparison).
+_COMPARES = ("torch.eq", "torch.ne", "torch.equal", "torch.lt", "torch.le", "torch.gt", "torch.ge")
 
 
 class TargetMethod(SiteTransformer):
@@ -61,12 +78,24 @@ class TargetMethod(SiteTransformer):
         if not self.at_site(original_node):
             return updated_node
         params = self.site.params
-        if params["action"] == "dtype-keyword":
-            keyword = keyword_arg(updated_node, "dtype")
-            if keyword is None:
+        action = params["action"]
+        if action in ("dtype-keyword", "add-dtype", "type-arg"):
+            dtype = cst.parse_expression(str(params["dtype"]))
+            if action == "add-dtype":
+                if keyword_arg(updated_node, "dtype") is not None:
+                    return updated_node
+                self.changes += 1
+                return append_keyword(updated_node, "dtype", dtype)
+            written = keyword_arg(updated_node, "dtype") if action == "dtype-keyword" else argument(updated_node, 0, "dtype")
+            if written is None:
                 return updated_node
             self.changes += 1
-            return replace_arg_value(updated_node, keyword, cst.parse_expression(str(params["dtype"])))
+            return replace_arg_value(updated_node, written, dtype)
+        if action == "method":
+            if not isinstance(updated_node.func, cst.Attribute) or updated_node.args:
+                return updated_node
+            self.changes += 1
+            return updated_node.with_changes(func=updated_node.func.with_changes(attr=cst.Name(str(params["method"]))))
         target = argument(updated_node, 1, "target")
         if target is None:
             return updated_node
@@ -100,12 +129,18 @@ class TargetDtype(Pattern):
         ``loss = criterion(logits, labels)`` with ``labels`` traced as ``[2] float32`` becomes
         ``loss = criterion(logits, labels.long())``. The fix goes on the loss call, the one
         place that needs int64, so that other uses of the labels (accuracy, metrics) are left
-        as they were. Only when the labels are made in the same function or module by a torch
-        call with a ``dtype=`` written out (``labels = torch.tensor(rows, dtype=torch.float32)``)
-        and are read nowhere but as the loss's target (and in comparisons, ``len()``,
-        ``.size()``/``.shape``) is the creation the obviously right place:
-        ``dtype=torch.float32`` becomes ``dtype=torch.long``, where the wrong dtype was written,
-        once for every epoch that reuses the tensor.
+        as they were. Only when the labels are made once, by a torch call that writes their
+        dtype, and are read nowhere but as class targets (and in comparisons, ``len()``,
+        ``.size()``/``.shape``) is the creation the obviously right place, once for every epoch
+        that reuses the tensor: ``torch.tensor(rows, dtype=torch.float32)`` gets
+        ``dtype=torch.long``, ``torch.full((b,), real_label)`` of a whole-number fill value
+        (followed to where it is written, ``real_label = 1.``) gets ``dtype=torch.long`` added,
+        ``.type(torch.float)`` becomes ``.type(torch.long)`` and ``.float()`` ``.long()``.
+        Labels unpacked from a loader (``for x, y in loader``) are followed into the project's
+        one Dataset's ``__getitem__`` (``return self.x[i], self.y[i]`` -> ``self.y = ...``) when
+        every loop that unpacks them reads them only that way and the Dataset only returns them.
+        Labels also read as numbers elsewhere (a regression loss, arithmetic) keep the fix at the
+        loss call.
 
     Fix safety:
         Safe for integer targets (int32 to int64, or 0/1 integers to float, lose nothing).
@@ -115,7 +150,8 @@ class TargetDtype(Pattern):
     Not handled:
         Float targets of the input's own shape (class probabilities or one-hot rows: soft labels,
         which ``cross_entropy`` accepts since 1.10, but ``nll_loss`` does not), targets that
-        require grad (a model's output, not labels), ``(N, C)`` float targets of
+        require grad (a model's output, not labels), ``torch.full`` labels of a fill value that is
+        not a whole number (``0.9``: a smoothed BCE label, which ``.long()`` would make class 0), ``(N, C)`` float targets of
         ``MultiLabelMarginLoss`` (multi-hot rows, meant for ``BCEWithLogitsLoss``), a loss that is
         not a classification loss or cannot be told, and a loss called through another package or
         with ``*args``: declined with the remedy.
@@ -180,7 +216,7 @@ class TargetDtype(Pattern):
         want = "long" if expected == "int64" else "float"
         src = source(sources, frame.file)
         if src is None:
-            return self.decline(f"cannot read {Path(frame.file).name}", at=frame)
+            return self.decline(f"cannot read {report_path(Path(frame.file))}", at=frame)
         scope = evidence.scope(frame) if evidence else {}
         loss = _LossCall.find(src, frame, failure, scope)
         if isinstance(loss, str):
@@ -188,7 +224,9 @@ class TargetDtype(Pattern):
         # 1.10+ (the "target dtype" wording): cross_entropy takes a float target of the input's
         # shape as class probabilities, so a float target it refuses is not of the input's shape
         probabilities_accepted = "target dtype" in match.group(0) and loss.name in _PROBABILITY_LOSSES
-        return _Locator(self, failure, evidence, src, frame, scope, loss, found, want, probabilities_accepted).locate()
+        return _Locator(
+            self, failure, evidence, sources, src, frame, scope, loss, found, want, probabilities_accepted
+        ).locate()
 
 
 def _remedy(want: str, code: str | None) -> str:
@@ -279,12 +317,14 @@ def _is_loss(name: str) -> bool:
 
 class _Locator:
     def __init__(
-        self, pattern: TargetDtype, failure: Failure, evidence: Evidence | None, src: Source, frame: Frame,
+        self, pattern: TargetDtype, failure: Failure, evidence: Evidence | None, sources: Sources, src: Source,
+        frame: Frame,
         scope: Scope, loss: _LossCall, found: str, want: str, probabilities_accepted: bool,
     ) -> None:
         self.pattern = pattern
         self.failure = failure
         self.evidence = evidence
+        self.sources = sources
         self.src = src
         self.frame = frame
         self.scope = scope
@@ -406,87 +446,256 @@ class _Locator:
         return None
 
     # the creation site ---------------------------------------------------------------------
-    def _creation(self, value: cst.BaseExpression) -> tuple[cst.Call, str] | Decline | None:
-        """The labels' creation call when it is the obviously right place (see the docstring):
-        ``(call, new dtype code)``; None for the loss call."""
+    def _creation(self, value: cst.BaseExpression) -> _Made | Decline | None:
+        """Where the labels are made, when that is the obviously right place (see the docstring);
+        None for the loss call."""
         base = value.value if isinstance(value, cst.Subscript) else value
         if not isinstance(base, cst.Name):
             return None
         name = base.value
-        bound = last_binding(self.src, name, self.loss.statement_line)
-        if bound is None or not isinstance(bound.value, cst.Call) or not isinstance(bound.statement, cst.Assign):
+        bound = self._origin(name)
+        if bound is None:
             return None
-        assign, creation = bound.statement, bound.value
-        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        if isinstance(bound.statement, cst.For):
+            return self._from_dataset(name, bound.statement)
+        assign = bound.statement
+        assigned = _assigned(assign, name) if isinstance(assign, cst.Assign) else None
+        if assigned is None or not isinstance(assign, cst.Assign):
             return None
-        if not is_torch_name(self.src.imports.qualify(creation.func), "torch.tensor", "torch.as_tensor"):
+        made = self._made_by(self.src, assigned, _owner(self.src, assign))
+        if not isinstance(made, _Made):
+            return made
+        if not self._only_targets(name, assign) or not self._followed_reads_blind(made):
             return None
-        dtype = keyword_arg(creation, "dtype")
-        if dtype is None or not isinstance(dtype.value, cst.Attribute):
+        return made
+
+    def _origin(self, name: str) -> Event | None:
+        """The binding that made ``name`` before the loss call, past moves to a device
+        (``labels = labels.to(device)``, ``x, y = x.cuda(), y.cuda()``)."""
+        bindings = [
+            e for e in events(self.src.statements_of(self.loss.statement_line))
+            if e.kind == "bind" and e.name == name and self.src.line(e.statement) < self.loss.statement_line
+        ]
+        while bindings:
+            last = bindings.pop()
+            if not _moves(last, name):
+                return last
+        return None
+
+    def _made_by(
+        self, src: Source, node: cst.BaseExpression | None, scope: cst.CSTNode, depth: int = 0
+    ) -> _Made | Decline | None:
+        """The torch call that gives ``node`` its dtype, followed through names bound once, indexing
+        and ``self.`` attributes: ``torch.tensor(..., dtype=torch.float32)``, a ``torch.full`` of a
+        whole-number fill value, ``.type(torch.float)``, ``.float()``."""
+        if node is None or depth > 5:
             return None
-        written = self.src.imports.qualify(dtype.value)
-        if written is None or not written.startswith("torch.") or dtype_name(written) is None:
+        made = self._made_by_step(src, node, scope, depth)
+        return replace(made, followed=made.followed | {id(node)}) if isinstance(made, _Made) else made
+
+    def _made_by_step(
+        self, src: Source, node: cst.BaseExpression, scope: cst.CSTNode, depth: int
+    ) -> _Made | Decline | None:
+        if isinstance(node, cst.Subscript):  # labels[idx]: indexing keeps the dtype
+            return self._made_by(src, node.value, scope, depth + 1)
+        if isinstance(node, cst.Name):
+            value = _binding_before(src, scope, node)
+            if value is None:
+                return None
+            made = self._made_by(src, value, scope, depth + 1)
+            if not isinstance(made, _Made):
+                return made
+            return replace(made, names=(*made.names, (scope, node.value, src.line(value))))
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            assigned = _self_assignment(src, node)
+            if assigned is None:
+                return None
+            value, method = assigned
+            made = self._made_by(src, value, method, depth + 1)
+            return replace(made, attributes=(*made.attributes, node.attr.value)) if isinstance(made, _Made) else made
+        if not isinstance(node, cst.Call):
             return None
-        if dtype_name(written) == "int64":
-            where = place(Frame(str(self.src.path), self.src.line(creation)))
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in _MOVES and not keyword_arg(node, "dtype") \
+                and not any(a.keyword is None and not _is_device_like(a.value) for a in node.args):
+            return self._made_by(src, node.func.value, scope, depth + 1)  # labels.to(device): the same dtype
+        qualified = src.imports.qualify(node.func)
+        where = place_in(src.path, src.line(node))
+        if is_torch_name(qualified, "torch.tensor", "torch.as_tensor", "torch.full"):
+            dtype = keyword_arg(node, "dtype")
+            if dtype is None:
+                fill = argument(node, 1, "fill_value")
+                if not is_torch_name(qualified, "torch.full") or fill is None:
+                    return None
+                filled = self._fill_value(src, fill.value)
+                if filled is None:
+                    return None
+                if not filled.is_integer():
+                    return self.decline(
+                        f"the targets are made at {where} as torch.full(..., {one_line(src.module, fill.value)}) = {filled:g}: "
+                        "a probability (a smoothed label), not a class index; .long() would make every label 0",
+                        diagnosis="for one 0..1 target per sample use nn.BCEWithLogitsLoss with a single logit; for class "
+                        "indices fill with a whole class number and dtype=torch.long",
+                    )
+                if not isinstance(node.func, cst.Attribute):
+                    return None  # `full` imported bare: no torch prefix to write the dtype with
+                prefix = one_line(src.module, node.func.value)
+                return _Made(src, node, "add-dtype", f"{prefix}.long", where, f"dtype={prefix}.long added")
+            written = self._written_dtype(src, dtype.value, where)
+            if not isinstance(written, str):
+                return written
+            return _Made(src, node, "dtype-keyword", written, where, f"dtype={one_line(src.module, dtype.value)} -> {written}")
+        if isinstance(node.func, cst.Attribute):
+            called = node.func.attr.value
+            if called == "type" and len(node.args) == 1 and node.args[0].keyword is None:
+                written = self._written_dtype(src, node.args[0].value, where)
+                if not isinstance(written, str):
+                    return written
+                was = one_line(src.module, node.args[0].value)
+                return _Made(src, node, "type-arg", written, where, f".type({was}) -> .type({written})")
+            if called in ("float", "double", "half") and not node.args:
+                return _Made(src, node, "method", "long", where, f".{called}() -> .long()")
+        return None
+
+    def _written_dtype(self, src: Source, dtype: cst.BaseExpression, where: str) -> str | Decline | None:
+        """``torch.long`` in the prefix the code writes, for a floating dtype written out."""
+        if not isinstance(dtype, cst.Attribute):
+            return None
+        written = src.imports.qualify(dtype)
+        name = dtype_name(written) if written is not None and written.startswith("torch.") else None
+        if name is None:
+            return None
+        if name == "int64":
             return self.decline(
-                f"`{name}` is made with dtype={one_line(self.src.module, dtype.value)} at {where}, yet was {self.found} at "
+                f"the labels are made with dtype {one_line(src.module, dtype)} at {where}, yet were {self.found} at "
                 f"{self.where}: the source changed since the run"
             )
-        if not self._only_targets(name, assign):
+        if not name.startswith(("float", "bfloat")):
             return None
-        return creation, f"{one_line(self.src.module, dtype.value.value)}.long"
+        return f"{one_line(src.module, dtype.value)}.long"
+
+    def _fill_value(self, src: Source, fill: cst.BaseExpression) -> float | None:
+        """A fill value's number where it is written (``real_label = 1.``), or None."""
+        written = written_at(self.sources, str(src.path), fill)
+        if written is None or not isinstance(written.node, cst.Float | cst.Integer):
+            return None
+        return float(written.node.evaluated_value)
+
+    def _from_dataset(self, name: str, loop: cst.For) -> _Made | Decline | None:
+        """Labels unpacked from a loader (``for x, y in loader``): made where the project's one
+        Dataset's ``__getitem__`` returns them, if every loop that unpacks them reads them only
+        as class targets (or dtype-blind)."""
+        elements = _unpacked(loop.target)
+        if elements is None or name not in elements:
+            return None
+        position, arity = elements.index(name), len(elements)
+        datasets = [
+            (other, cls, getitem, returned)
+            for other in project_sources(self.sources, self.src)
+            for cls in walk(other.module) if isinstance(cls, cst.ClassDef)
+            for getitem in _methods(cls, "__getitem__")
+            if (returned := _returned_tuple(getitem, arity)) is not None
+        ]
+        if len(datasets) != 1:
+            return None  # no Dataset of the project, or several: which one the loader reads is not known
+        other, cls, getitem, returned = datasets[0]
+        element = returned.elements[position].value
+        made = self._made_by(other, element, getitem)
+        if not isinstance(made, _Made):
+            return made
+        for loop_src in project_sources(self.sources, self.src):
+            for each in walk(loop_src.module):
+                if not isinstance(each, cst.For):
+                    continue
+                unpacked = _unpacked(each.target)
+                if unpacked is None or len(unpacked) != arity or unpacked[position] is None:
+                    continue
+                if not self._reads_blind(loop_src, _owner(loop_src, each), str(unpacked[position])):
+                    return None
+        if not _dataset_reads_blind(other, cls, getitem, element, made) or not self._followed_reads_blind(made):
+            return None
+        return made
+
+    def _followed_reads_blind(self, made: _Made) -> bool:
+        """Whether each name the labels were followed through (``labels = torch.tensor(...)``,
+        ``train_labels = labels[:800]``) is read after its binding only on the way to the loss,
+        as a class target, or dtype-blind: a read as numbers elsewhere keeps the fix at the loss."""
+        src = made.src
+        parents = src.wrapper.resolve(ParentNodeProvider)
+        for scope, name, bound_line in made.names:
+            losses = self._losses_in(src, scope)
+            onward = self._onward(src, 0, name)
+            for read in _names_in(scope, name):
+                if src.line(read) <= bound_line or id(read) in made.followed:
+                    continue
+                if isinstance(parents.get(read), cst.AssignTarget):
+                    continue
+                if not _blind_or_target(read, parents, losses, onward):
+                    return False
+        return True
+
+    def _reads_blind(self, src: Source, owner: cst.CSTNode, name: str, depth: int = 0) -> bool:
+        """Whether every read of ``name`` in ``owner`` is a class-index loss's target or dtype-blind."""
+        parents = src.wrapper.resolve(ParentNodeProvider)
+        losses = self._losses_in(src, owner)
+        bound = {id(n) for each in walk(owner) for n in _bound_names(each)}
+        onward = self._onward(src, depth, name)
+        return all(
+            _blind_or_target(read, parents, losses, onward) for read in _names_in(owner, name) if id(read) not in bound
+        )
+
+    def _losses_in(self, src: Source, owner: cst.CSTNode) -> set[int]:
+        """The calls in ``owner`` that take class indices: the failing loss's callee, a torch index loss."""
+        return {
+            id(c) for c in _calls_in(owner)
+            if (src is self.src and _same_callee(src, c, self.loss.call)) or _loss_name(src, c, {}) in _INDEX_LOSSES
+        }
+
+    def _onward(self, src: Source, depth: int, name: str) -> Onward:
+        """Follows labels passed on: into a torch comparison (blind), into a parameter of one of the
+        project's module-level functions (``accuracy_fn(y_true=labels, ...)``), or bound to another
+        name (``test_labels = labels[800:]``), whose reads must then be blind too."""
+
+        def onward(node: cst.CSTNode, arg: cst.Arg | str) -> bool:
+            if depth > 4:
+                return False
+            if isinstance(arg, str):  # bound to a name: the same labels moved (checked already), or another
+                return arg == name or self._reads_blind(src, _owner(src, node), arg, depth + 1)
+            if not isinstance(node, cst.Call):
+                return False
+            if is_torch_name(src.imports.qualify(node.func), *_COMPARES):
+                return True
+            if not isinstance(node.func, cst.Name) or arg.star:
+                return False
+            functions = [
+                f for f in src.module.body if isinstance(f, cst.FunctionDef) and f.name.value == node.func.value
+            ]
+            if len(functions) != 1:
+                return False
+            names = parameter_names(functions[0])
+            if arg.keyword is not None:
+                param = arg.keyword.value
+            else:
+                position = [a for a in node.args if a.keyword is None].index(arg)
+                param = names[position] if position < len(names) else ""
+            return param in names and self._reads_blind(src, functions[0], param, depth + 1)
+
+        return onward
 
     def _only_targets(self, name: str, assign: cst.Assign) -> bool:
         """Whether every read of ``name`` in its scope is a loss target or dtype-blind."""
         parents = self.src.wrapper.resolve(ParentNodeProvider)
-        owner: cst.CSTNode = self.src.module
-        node: cst.CSTNode | None = assign
-        while node is not None:
-            if isinstance(node, cst.FunctionDef):
-                owner = node
-                break
-            node = parents.get(node)
+        owner = _owner(self.src, assign)
         target_values = {id(self.loss.call)}
         for candidate in _calls_in(owner):
             if candidate is self.loss.call or _same_callee(self.src, candidate, self.loss.call):
                 target_values.add(id(candidate))
+        bound = {id(n) for each in walk(owner) for n in _bound_names(each)}
         for read in _names_in(owner, name):
-            if read is assign.targets[0].target:
+            if id(read) in bound:
                 continue
-            if not self._blind_or_target(read, parents, target_values):
+            if not _blind_or_target(read, parents, target_values, self._onward(self.src, 0, name)):
                 return False
         return True
-
-    def _blind_or_target(
-        self, read: cst.Name, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int]
-    ) -> bool:
-        """Whether a read of the labels ends as a loss's target argument, or in something whose
-        result does not depend on their dtype (a comparison, ``len()``, ``.size()``, ``.shape``)."""
-        child: cst.CSTNode = read
-        parent = parents.get(read)
-        while parent is not None:
-            if isinstance(parent, cst.Arg):
-                call = parents.get(parent)
-                if not isinstance(call, cst.Call):
-                    return False
-                if id(call) in losses and argument(call, 1, "target") is parent:
-                    return True
-                return isinstance(call.func, cst.Name) and call.func.value == "len"
-            if isinstance(parent, cst.Comparison | cst.ComparisonTarget):
-                return True
-            if isinstance(parent, cst.Attribute):
-                if parent.value is not child or parent.attr.value not in _COUNTS | _MOVES:
-                    return False
-                if parent.attr.value in _COUNTS:
-                    return True
-            elif isinstance(parent, cst.Subscript):
-                if parent.value is not child:
-                    return False  # the labels index something: their dtype matters there
-            elif not (isinstance(parent, cst.Call) and parent.func is child):
-                return False
-            child, parent = parent, parents.get(parent)
-        return False
 
     # the answers ---------------------------------------------------------------------------
     def _site_at_call(self, code: str, target: Mapping[str, Any] | None, loss: str) -> Site:
@@ -510,23 +719,22 @@ class _Locator:
             notes=self._notes(),
         )
 
-    def _site_at_creation(self, creation: tuple[cst.Call, str], code: str, target: Mapping[str, Any] | None, loss: str) -> Site:
-        call, dtype = creation
-        span = self.src.positions[call]
-        where = f"{self.src.path.name}:{span.line}"
+    def _site_at_creation(self, made: _Made, code: str, target: Mapping[str, Any] | None, loss: str) -> Site:
+        span = made.src.positions[made.call]
         traced = self._traced_text(code, target)
+        through = f" (through self.{', self.'.join(made.attributes)})" if made.attributes else ""
         return Site(
             pattern=self.pattern.ID,
-            file=str(self.src.path),
+            file=str(made.src.path),
             span=span,
-            params={"action": "dtype-keyword", "dtype": dtype},
-            summary=f"Made the class labels int64 where they are created at {where} (dtype={dtype}): they reached the "
-            f"{loss} call at {self.where} as {self.found}{traced}, and the script reads them only as its target (and in "
+            params={"action": made.edit, "dtype": made.dtype, "method": made.dtype},
+            summary=f"Made the class labels int64 where they are created at {made.where} ({made.how}): they reached the "
+            f"{loss} call at {self.where} as {self.found}{traced}, and the code reads them only as class targets (and in "
             "comparisons and counts)",
             applicability=self._applicability(),
             evidence=self._evidence(code, target, loss, "creation"),
-            evidence_text=f"{loss} at {self.where} got {_an(self.found)} target{traced}; the labels are made once at {where} "
-            "with a dtype written out, and read only as the loss's target, in comparisons and in counts",
+            evidence_text=f"{loss} at {self.where} got {_an(self.found)} target{traced}; the labels are made once at "
+            f"{made.where}{through}, and read only as class targets, in comparisons and in counts",
             notes=self._notes(),
         )
 
@@ -557,6 +765,259 @@ class _Locator:
             "target": {"argument": code, **({k: target[k] for k in ("shape", "dtype") if k in target} if target else {})},
             "fixed_at": where,
         }
+
+
+def _blind_or_target(
+    read: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int], onward: Onward | None = None
+) -> bool:
+    """Whether a read of the labels ends as a loss's target argument, or in something whose
+    result does not depend on their dtype (a comparison, ``len()``, ``.size()``, ``.shape``);
+    ``onward`` answers for an argument of another call and a value bound to another name."""
+    child: cst.CSTNode = read
+    parent = parents.get(read)
+    while parent is not None:
+        if isinstance(parent, cst.Arg):
+            call = parents.get(parent)
+            if not isinstance(call, cst.Call):
+                return False
+            if id(call) in losses and argument(call, 1, "target") is parent:
+                return True
+            if isinstance(call.func, cst.Name) and call.func.value == "len":
+                return True
+            return onward is not None and onward(call, parent)
+        if isinstance(parent, cst.Assign) and parent.value is child:
+            bound = parent.targets[0].target if len(parent.targets) == 1 else None
+            return isinstance(bound, cst.Name) and onward is not None and onward(parent, bound.value)
+        if isinstance(parent, cst.Element):  # x_test, y_test = x[800:], y[800:]
+            values = parents.get(parent)
+            assign = parents.get(values) if values is not None else None
+            if not isinstance(assign, cst.Assign):
+                return False
+            name = _unpacked_name(assign, values, parent)
+            return name is not None and onward is not None and onward(assign, name)
+        if isinstance(parent, cst.Comparison | cst.ComparisonTarget):
+            return True
+        if isinstance(parent, cst.Attribute):
+            if parent.value is not child or parent.attr.value not in _COUNTS | _MOVES:
+                return False
+            if parent.attr.value in _COUNTS:
+                return True
+        elif isinstance(parent, cst.Subscript):
+            if parent.value is not child:
+                return False  # the labels index something: their dtype matters there
+        elif not (isinstance(parent, cst.Call) and parent.func is child):
+            return False
+        child, parent = parent, parents.get(parent)
+    return False
+
+
+@dataclass(frozen=True)
+class _Made:
+    """The call that gives the labels their dtype, and the edit that makes it int64 there."""
+
+    src: Source
+    call: cst.Call
+    edit: str  # dtype-keyword, add-dtype, type-arg, method (the transformer's actions)
+    dtype: str  # the dtype code written (torch.long), or the method (long)
+    where: str  # repository-relative file:line
+    how: str  # the edit, for the report
+    attributes: tuple[str, ...] = ()  # self.<attribute>s followed, innermost first
+    names: tuple[tuple[cst.CSTNode, str, int], ...] = ()  # (scope, name, line bound) of names followed
+    followed: frozenset[int] = frozenset()  # ids of the expressions followed to the call
+
+
+def _owner(src: Source, node: cst.CSTNode) -> cst.CSTNode:
+    """The function around a node, or its module."""
+    parents = src.wrapper.resolve(ParentNodeProvider)
+    current: cst.CSTNode | None = node
+    while current is not None:
+        if isinstance(current, cst.FunctionDef):
+            return current
+        current = parents.get(current)
+    return src.module
+
+
+def _binding_before(src: Source, scope: cst.CSTNode, node: cst.Name) -> cst.BaseExpression | None:
+    """The value the last plain binding of a read name before its line (in its scope) gives it:
+    ``name = value``, or its element of ``a, name = x, value``."""
+    line = src.line(node)
+    found: tuple[int, cst.BaseExpression] | None = None
+    for each in walk(scope):
+        if each is not scope and isinstance(each, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            continue
+        if not isinstance(each, cst.Assign) or each not in src.positions or src.line(each) >= line:
+            continue
+        value = _assigned(each, node.value)
+        if value is not None and (found is None or src.line(each) > found[0]):
+            found = (src.line(each), value)
+    if found is None or _rebound_otherwise(scope, node.value):
+        return None
+    return found[1]
+
+
+def _assigned(assign: cst.Assign, name: str) -> cst.BaseExpression | None:
+    """What a one-target assignment gives ``name``: its value, or its element of a tuple value."""
+    if len(assign.targets) != 1:
+        return None
+    target, value = assign.targets[0].target, assign.value
+    if isinstance(target, cst.Name):
+        return value if target.value == name else None
+    if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List):
+        if len(target.elements) != len(value.elements):
+            return None
+        for bound, given in zip(target.elements, value.elements, strict=True):
+            if isinstance(bound.value, cst.Name) and bound.value.value == name and not isinstance(given, cst.StarredElement):
+                return given.value
+    return None
+
+
+def _unpacked_name(assign: cst.Assign, values: cst.CSTNode | None, element: cst.CSTNode) -> str | None:
+    """The name ``a, name = x, value`` binds to the element ``value``."""
+    if len(assign.targets) != 1 or assign.value is not values or not isinstance(values, cst.Tuple | cst.List):
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, cst.Tuple | cst.List) or len(target.elements) != len(values.elements):
+        return None
+    bound = target.elements[list(values.elements).index(element)].value  # type: ignore[arg-type]
+    return bound.value if isinstance(bound, cst.Name) else None
+
+
+def _rebound_otherwise(scope: cst.CSTNode, name: str) -> bool:
+    """Whether ``name`` is also bound by something other than a plain assignment (a loop, ``+=``)."""
+    visitor = _OtherBindings(name)
+    scope.visit(visitor)
+    return visitor.found
+
+
+class _OtherBindings(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found = False
+
+    def visit_For(self, node: cst.For) -> None:
+        if any(isinstance(n, cst.Name) and n.value == self.name for n in walk(node.target)):
+            self.found = True
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.target, cst.Name) and node.target.value == self.name:
+            self.found = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Tuple | cst.List) and any(
+                isinstance(n, cst.Name) and n.value == self.name for n in walk(target.target)
+            ) and _assigned(node, self.name) is None:
+                self.found = True  # unpacked from a call: no single expression writes it
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None and any(isinstance(n, cst.Name) and n.value == self.name for n in walk(node.asname)):
+            self.found = True
+
+
+def _moves(binding: Event, name: str) -> bool:
+    """``y = y.to(device)`` / ``x, y = x.cuda(), y.cuda()``: the same labels on another device."""
+    statement = binding.statement
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return False
+    target, value = statement.targets[0].target, statement.value
+    if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and len(target.elements) == len(value.elements):
+        pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]
+    else:
+        pairs = [(target, value)]
+    for bound, made in pairs:
+        if isinstance(bound, cst.Name) and bound.value == name:
+            return (
+                isinstance(made, cst.Call) and isinstance(made.func, cst.Attribute) and made.func.attr.value in _MOVES
+                and isinstance(made.func.value, cst.Name) and made.func.value.value == name
+            )
+    return False
+
+
+def _is_device_like(value: cst.BaseExpression) -> bool:
+    """A device argument of ``.to(...)`` (a name, ``"cuda"``, ``torch.device(...)``), not a dtype."""
+    if isinstance(value, cst.Attribute):
+        return value.attr.value not in ("float", "float32", "float64", "double", "half", "long", "int64", "int")
+    return isinstance(value, cst.Name | cst.SimpleString | cst.Call | cst.Subscript)
+
+
+def _unpacked(target: cst.BaseExpression) -> list[str | None] | None:
+    """The names a loop's tuple target unpacks, by position (None: not a plain name)."""
+    if not isinstance(target, cst.Tuple | cst.List):
+        return None
+    if any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return None
+    return [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
+
+
+def _methods(cls: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return [s for s in body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+
+
+def _returned_tuple(function: cst.FunctionDef, arity: int) -> cst.Tuple | None:
+    """The one ``return a, b`` of a function, when every return returns that many values."""
+    returns = [n for n in walk(function) if isinstance(n, cst.Return)]
+    if len(returns) != 1:
+        return None
+    value = returns[0].value
+    return value if isinstance(value, cst.Tuple) and len(value.elements) == arity else None
+
+
+def _self_assignment(src: Source, node: cst.Attribute) -> tuple[cst.BaseExpression, cst.FunctionDef] | None:
+    """The one ``self.<attr> = value`` of the class around ``node``, and the method that writes it."""
+    classes = src.around(src.line(node), cst.ClassDef)
+    if not classes or not isinstance(classes[0], cst.ClassDef):
+        return None
+    found = [
+        (statement.value, method)
+        for method in walk(classes[0]) if isinstance(method, cst.FunctionDef)
+        for statement in walk(method)
+        if isinstance(statement, cst.Assign | cst.AugAssign | cst.AnnAssign)
+        for target in (statement.targets if isinstance(statement, cst.Assign) else [statement])
+        if isinstance(target.target, cst.Attribute) and target.target.attr.value == node.attr.value
+        and isinstance(target.target.value, cst.Name) and target.target.value.value == "self"
+    ]
+    if len(found) != 1 or not isinstance(found[0][0], cst.BaseExpression) or isinstance(found[0][1], cst.Lambda):
+        return None
+    value, method = found[0]
+    return (value, method) if isinstance(value, cst.BaseExpression) else None
+
+
+def _bound_names(node: cst.CSTNode) -> list[cst.Name]:
+    """The names a statement binds (a loop's target, an assignment's targets, a parameter)."""
+    if isinstance(node, cst.For):
+        return [n for n in walk(node.target) if isinstance(n, cst.Name)]
+    if isinstance(node, cst.Assign):
+        return [n for t in node.targets for n in walk(t.target) if isinstance(n, cst.Name)]
+    if isinstance(node, cst.Param):
+        return [node.name]
+    return []
+
+
+def _dataset_reads_blind(
+    src: Source, cls: cst.ClassDef, getitem: cst.FunctionDef, element: cst.BaseExpression, made: _Made
+) -> bool:
+    """Whether the Dataset reads the labels it returns only to return them (or dtype-blind)."""
+    parents = src.wrapper.resolve(ParentNodeProvider)
+    returned = {id(n) for n in walk(element)}
+    if isinstance(element, cst.Name):
+        value = bound_once(getitem, element.value)
+        if value is not None:
+            returned |= {id(n) for n in walk(value)}
+        if len(_names_in(getitem, element.value)) > 2:  # bound and returned, nothing else
+            return False
+    for attribute in made.attributes:
+        for node in walk(cls):
+            if not (
+                isinstance(node, cst.Attribute) and node.attr.value == attribute and isinstance(node.value, cst.Name)
+                and node.value.value == "self"
+            ):
+                continue
+            if id(node) in returned or isinstance(parents.get(node), cst.AssignTarget):
+                continue
+            if not _blind_or_target(node, parents, set()):
+                return False
+    return True
 
 
 def _an(word: str) -> str:

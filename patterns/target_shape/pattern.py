@@ -22,6 +22,7 @@ from repairbot.codemod import (
     replace_arg_value,
 )
 from repairbot.evidence import Evidence
+from repairbot.facts import place_in
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature, type_matches
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -150,7 +151,7 @@ class TargetShape(Pattern):
         if isinstance(found, str):
             return self.decline(found, at=frame)
         call, span = found
-        where = f"{path.name}:{frame.line}"
+        where = f"{place_in(path, frame.line)}"
         if has_star_args(call):
             return self.decline(
                 f"the loss call at {where} passes its arguments with * or **, so the argument to squeeze is not written out",
@@ -390,7 +391,7 @@ def _loss_call(
     there). From a log there is only a line: the one call on it that passes two arguments and
     looks like a loss, else the only call that passes two arguments.
     """
-    where = f"{Path(frame.file).name}:{frame.line}"
+    where = f"{place_in(Path(frame.file), frame.line)}"
     if frame.col is not None:
         located = call_at(wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
         if located is None or not isinstance(located.node, cst.Call):

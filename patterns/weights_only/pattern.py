@@ -25,7 +25,7 @@ from repairbot.codemod import (
 from repairbot.evidence import Evidence
 from repairbot.facts import place
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
-from repairbot.sources import Sources
+from repairbot.sources import Sources, report_path
 from repairbot.trace.bootstrap import NUMPY_DTYPE_CLASS, PLAIN_DATA
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -219,7 +219,7 @@ class WeightsOnly(Pattern):
         torch_name = _local_name_of(visible, "torch")
         if torch_name is None:
             return self.decline(
-                f"{path.name} has no `import torch` to write torch.serialization.safe_globals with",
+                f"{report_path(path)} has no `import torch` to write torch.serialization.safe_globals with",
                 diagnosis=_remedy([entry.name for entry in needed]), at=frame,
             )
         spelled = _spell(module, visible, needed)
@@ -237,7 +237,7 @@ class WeightsOnly(Pattern):
         scanned = ", ".join(e.name for e in needed if not e.build) or "nothing"
         built = ", ".join(e.name for e in needed if e.build)
         evidence_text = (
-            f"get_unsafe_globals_in_checkpoint({Path(checkpoint).name}) lists {scanned}"
+            f"get_unsafe_globals_in_checkpoint({report_path(Path(checkpoint))}) lists {scanned}"
             + (f"; loading then also asked for {built}" if built else "")
             + "; all are plain data types"
             + ("; the evidence rerun loaded the file with them allowlisted" if record.get("loads") else "")
@@ -267,7 +267,7 @@ class WeightsOnly(Pattern):
         anchors = self._import_anchor(wrapper, spelled)
         if spelled.imports and not anchors:
             return self.decline(
-                f"{path.name} has no import statement at module level to add {'; '.join(spelled.imports)} next to",
+                f"{report_path(path)} has no import statement at module level to add {'; '.join(spelled.imports)} next to",
                 diagnosis=_remedy([entry.name for entry in needed]), at=frame,
             )
         context = _context(module, torch_name, spelled.elements, _indent_of(module, positions[statement].line))
@@ -280,7 +280,7 @@ class WeightsOnly(Pattern):
             params={"action": "wrap", "context": context, "imports": spelled.imports},
             summary=(
                 f"Wrapped {shown} in `with {shown_context}:` so that weights_only=True (torch >= 2.6) loads "
-                f"{Path(checkpoint).name}, which holds {names}{added}"
+                f"{report_path(Path(checkpoint))}, which holds {names}{added}"
             ),
             applicability=self.APPLICABILITY, evidence=evidence, evidence_text=evidence_text, notes=notes,
             extra_spans=anchors,

@@ -11,7 +11,7 @@ class Flowers(Dataset):
         species = torch.randint(0, 3, (n,), generator=g)
         self.features = torch.randn(n, 4, generator=g) + species[:, None].float()
         # labels kept in one float table with the features, as read from a spreadsheet
-        self.labels = torch.tensor(species.tolist(), dtype=torch.float32)
+        self.labels = torch.tensor(species.tolist(), dtype=torch.long)
 
     def __len__(self):
         return len(self.labels)
@@ -24,7 +24,7 @@ def train_epoch(model, loader, criterion, optimizer):
     correct = 0
     for features, labels in loader:
         logits = model(features)
-        loss = criterion(logits, labels.long())
+        loss = criterion(logits, labels)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
