@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from repairbot.codemod import dotted_name
@@ -18,6 +20,11 @@ PUBLIC: dict[str, tuple[str, Applicability]] = {
     # a subclass kept for compatibility: isinstance checks against it answer differently
     "torch.optim.lr_scheduler._LRScheduler": ("torch.optim.lr_scheduler.LRScheduler", Applicability.UNSAFE),
 }
+
+
+# a private component after a dot, or a private name in an import (after `import`, a comma or
+# the `(` of a parenthesised import, on the same line or the next ones)
+_MAY_USE = re.compile(rb"\._|(?:\bimport|,|\()\s*(?:\\\s*)?_")
 
 
 def _private(parts: list[str]) -> str | None:
@@ -118,7 +125,7 @@ class NonpublicTorchApi(LintRule):
 
     @classmethod
     def applies(cls, data: bytes, package: str | None) -> bool:
-        return package not in _PACKAGES and (b"._" in data or b"import _" in data)
+        return package not in _PACKAGES and _MAY_USE.search(data) is not None
 
     def _message(self, name: str, public: str | None) -> str:
         instead = f": use `{public}`" if public else ""
@@ -181,6 +188,16 @@ class NonpublicTorchApi(LintRule):
             if parts[0] in _PACKAGES and parts[0] != self.context.package and _private(parts):
                 self.report(alias.name, self._message(name, None))
 
+    def visit_Name(self, node: cst.Name) -> None:
+        # a use of a name imported from a private module that has a public twin
+        # (`default_collate(batch)` after `from torch.utils.data._utils.collate import
+        # default_collate`): the import's finding carries the fix, the use is reported with it
+        qualified = self.context.imports.aliases.get(node.value)
+        if qualified not in PUBLIC or PUBLIC[qualified][1] is not Applicability.SAFE or qualified.split(".")[0] == self.context.package or not whole_reference(self.context):
+            return
+        assert qualified is not None
+        self.report(node, self._message(qualified, PUBLIC[qualified][0]))
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if reference_head(node) not in self.context.imports.aliases:
             return
@@ -190,10 +207,10 @@ class NonpublicTorchApi(LintRule):
         if qualified.split(".")[0] == self.context.package:
             return
         written = (dotted_name(node) or "").split(".")[1:]  # what the chain spells out after its root
-        if not _private(written):
-            return
         twin = PUBLIC.get(qualified)
-        replacement = torch_reference(self.context, twin[0]) if twin else None
+        if not _private(written) and twin is None:
+            return  # reached through a private name the file imports: its import is reported
+        replacement = torch_reference(self.context, twin[0], node) if twin else None
         self.report(
             node, self._message(qualified, twin[0] if twin else None),
             replacement=replacement, applicability=twin[1] if twin and replacement else None,

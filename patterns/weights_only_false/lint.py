@@ -36,7 +36,7 @@ class WeightsOnlyFalse(LintRule):
     ID = "weights-only-false"
     TITLE = "torch.load with weights_only=False (arbitrary code on load)"
     MESSAGE = "weights_only=False unpickles arbitrary objects: loading runs code from the file"
-    REQUIRES = (b"weights_only",)
+    REQUIRES = ((b"weights_only", b"pickle_module"),)
 
     VALID = (
         Valid("""
@@ -60,7 +60,19 @@ class WeightsOnlyFalse(LintRule):
         if not self.context.is_torch(node.func, "torch.load"):
             return
         given = keyword_arg(node, "weights_only")
-        if given is None or not is_false(given.value):
+        if given is None:
+            # torch.load defaults to weights_only=False when a pickle_module is passed
+            module = keyword_arg(node, "pickle_module")
+            if module is not None and not (isinstance(module.value, cst.Name) and module.value.value == "None"):
+                self.report(
+                    module,
+                    f"`pickle_module={self.context.code(module.value)}` without `weights_only` makes torch.load "
+                    "unpickle whatever the file holds (weights_only defaults to False with a pickle_module): "
+                    "loading it can run arbitrary code; drop `pickle_module` and allow-list the classes the "
+                    "checkpoint needs with `torch.serialization.safe_globals([...])`",
+                )
+            return
+        if not is_false(given.value):
             return
         self.report(
             given,

@@ -211,8 +211,7 @@ class _Pass:
         for report, where in self.reports:
             edit = None
             if edits and report.replacement is not None:
-                target = report.target or report.node
-                edit = _edit(code, _apply(self.module, {target: report.replacement}).code)
+                edit = _edit(code, _apply(self.module, report.replacements()).code)
             found.append(Finding(
                 path=display, line=where.start.line, column=where.start.column + 1,
                 end_line=where.end.line, end_column=where.end.column + 1,
@@ -225,15 +224,14 @@ class _Pass:
         chosen: dict[cst.CSTNode, Replacement] = {}
         taken: list[CodeRange] = []
         candidates = [
-            (report, self.positions[report.target or report.node]) for report, _ in self.reports
+            (report, [self.positions[node] for node in report.replacements()]) for report, _ in self.reports
             if report.replacement is not None and level.allows(report.applicability)
         ]
-        for report, where in sorted(candidates, key=lambda c: (c[1].start.line, c[1].start.column)):
-            if any(_overlap(where, other) for other in taken):
+        for report, ranges in sorted(candidates, key=lambda c: (c[1][0].start.line, c[1][0].start.column)):
+            if any(_overlap(where, other) for where in ranges for other in taken):
                 continue  # the next pass gets it, on the fixed file
-            assert report.replacement is not None
-            chosen[report.target or report.node] = report.replacement
-            taken.append(where)
+            chosen.update(report.replacements())
+            taken.extend(ranges)
         return chosen
 
 

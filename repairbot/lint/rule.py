@@ -94,6 +94,15 @@ class Report:
     # (the loop body that receives a statement) than the one the finding points at
     target: cst.CSTNode | None = None
     applicability: Applicability | None = None
+    # more (node, replacement) pairs that belong to the same fix and are applied with it or not
+    # at all (an import renamed with every use of the name it binds)
+    also: tuple[tuple[cst.CSTNode, Replacement], ...] = ()
+
+    def replacements(self) -> dict[cst.CSTNode, Replacement]:
+        """Every node this finding's fix swaps, with its replacement."""
+        if self.replacement is None:
+            return {}
+        return {self.target or self.node: self.replacement, **dict(self.also)}
 
     @property
     def fix(self) -> str:
@@ -189,14 +198,17 @@ class LintRule:
         replacement: Replacement | None = None,
         target: cst.CSTNode | None = None,
         applicability: Applicability | None = None,
+        also: tuple[tuple[cst.CSTNode, Replacement], ...] = (),
     ) -> None:
         """A finding at ``node``; with ``replacement``, a fix that swaps ``target`` (default
-        ``node``) for it, labelled ``applicability`` (default: the rule's)."""
+        ``node``) for it, and the nodes of ``also`` for theirs, labelled ``applicability``
+        (default: the rule's)."""
         label = applicability or self.APPLICABILITY
         if replacement is not None and label is None:
             raise TypeError(f"{self.ID}: a fix needs an applicability")
         self.reports.append(
-            Report(self.ID, node, message or self.MESSAGE, replacement, target, label if replacement is not None else None)
+            Report(self.ID, node, message or self.MESSAGE, replacement, target,
+                   label if replacement is not None else None, also if replacement is not None else ())
         )
 
     @classmethod
