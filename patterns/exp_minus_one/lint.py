@@ -11,8 +11,8 @@ from repairbot.lint.analysis import is_method_call, number, receiver
 from repairbot.lint.rule import Invalid, LintRule, Valid
 from repairbot.types import Applicability
 
-# `exp(...) - 1` on one line (the rule itself also finds the rare split ones in files it reads)
-_EXP_MINUS_ONE = re.compile(rb"exp\(.*\)\s*-\s*1(?![\w.]*[1-9])")
+# `exp` then, anywhere later (the call may span lines: `torch.exp(\n...\n) - 1`), a `-` and a 1
+_EXP_MINUS_ONE = re.compile(rb"exp\b.*?-", re.DOTALL)
 
 
 class ExpMinusOne(LintRule):
