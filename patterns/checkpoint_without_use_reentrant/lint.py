@@ -17,7 +17,8 @@ class CheckpointWithoutUseReentrant(LintRule):
 
     What it finds:
         Calls of ``torch.utils.checkpoint.checkpoint`` and ``checkpoint_sequential`` (under any
-        import alias) without a ``use_reentrant`` argument.
+        import alias, ``from torch.utils.checkpoint import checkpoint as ckpt`` included)
+        without a ``use_reentrant`` argument.
 
     Why it matters:
         The two variants differ (the reentrant one ignores inputs that do not require grad,
@@ -33,6 +34,12 @@ class CheckpointWithoutUseReentrant(LintRule):
 
     Not handled:
         Calls that forward ``**kwargs``; checkpoint wrappers of other libraries.
+
+    Differs from TorchFix:
+        The fix writes ``use_reentrant=True`` where TorchFix's writes ``use_reentrant=False``,
+        because ``False`` switches to the other implementation (different gradients when no
+        input requires grad, different RNG and hook behaviour): a fix that changes what the
+        code computes is not one to apply unasked. The message recommends ``False``.
     """
 
     ID = "checkpoint-without-use-reentrant"

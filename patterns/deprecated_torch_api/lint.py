@@ -112,8 +112,12 @@ class DeprecatedTorchApi(LintRule):
         ``torch.cholesky``, ``torch.qr``, ``torch.svd``, ``torch.lu``, ``torch.norm``,
         ``torch.range``, ``torch.ger``, ``torch.chain_matmul``, ``torch.cuda.amp.autocast`` and
         ``GradScaler``, ``torch.nn.init.normal`` (without ``_``) and its siblings,
-        ``F.upsample``, ``torch.autograd.Variable``, ``torch.nn.utils.weight_norm``... under any
-        import alias. Not in the ``torch`` package itself, which keeps its deprecated API.
+        ``F.upsample``, ``torch.autograd.Variable``, ``torch.nn.utils.weight_norm``,
+        ``nn.UpsamplingNearest2d`` / ``nn.UpsamplingBilinear2d``, functorch's transforms
+        (``functorch.vmap``, ``grad``, ``jacrev``... now ``torch.func``),
+        ``torch.utils._pytree._register_pytree_node``... under any import alias, and the
+        imports of these names (``from torch import symeig``). Not in the ``torch`` package
+        itself, which keeps its deprecated API.
 
     Why it matters:
         Deprecated functions disappear in a later release (the removed ones already raise), and
@@ -122,15 +126,35 @@ class DeprecatedTorchApi(LintRule):
         ``torch.symeig`` read the upper triangle.
 
     Fix safety:
-        A safe fix where the replacement is drop-in: a rename (``torch.ger`` -> ``torch.outer``,
+        A fix never writes a name that is not bound where it runs: it goes through the alias the
+        code already uses (``foo.qr`` -> ``foo.linalg.qr``), else an import executed before it
+        in its own or an enclosing body; with none, the finding has no fix. An import of a
+        deprecated name (``from torch import ger``) is reported and renamed together with every
+        use of the name (one fix, applied whole or not at all), unless the name is bound
+        another way too or some use is not drop-in. A safe fix where the replacement is drop-in: a rename (``torch.ger`` -> ``torch.outer``,
         ``nn.init.normal`` -> ``nn.init.normal_``, ``clip_grad_norm`` -> ``clip_grad_norm_``,
         ``F.upsample`` -> ``F.interpolate``, ``torch.cholesky(A)`` -> ``torch.linalg.cholesky(A)``),
         or the device argument that ``torch.amp`` takes (``torch.cuda.amp.autocast(enabled=x)``
-        -> ``torch.amp.autocast("cuda", enabled=x)``). Reported without a fix where the call
-        changes shape (argument order, return values) or the file imports the old name directly.
+        -> ``torch.amp.autocast("cuda", enabled=x)``), the call rewrites whose meaning is fixed
+        by literal arguments (``torch.qr(A, some=False)`` -> ``torch.linalg.qr(A, mode="complete")``,
+        ``torch.cholesky(A, upper=True)`` -> ``torch.linalg.cholesky(A).mH``,
+        ``torch.chain_matmul(A, B, C)`` -> ``torch.linalg.multi_dot([A, B, C])``,
+        ``nn.UpsamplingBilinear2d(...)`` -> ``nn.Upsample(..., mode="bilinear", align_corners=True)``).
+        Reported without a fix where the call changes shape (argument order, return values, a
+        flag given as a variable).
 
     Not handled:
         Deprecated tensor methods (``x.symeig()``); deprecated arguments of current functions.
+
+    Differs from TorchFix:
+        ``torch.range`` is reported, not rewritten to ``torch.arange(start, end + step, step)``,
+        because ``torch.arange`` infers an integer dtype from integer arguments where
+        ``torch.range`` always returns the default float dtype: TorchFix's rewrite changes the
+        tensor's dtype (and with it later divisions and matmuls). ``nn.UpsamplingNearest2d``
+        passed as a value (``func = nn.UpsamplingNearest2d``) is reported too (TorchFix's own
+        fixture marks it as a known miss). Fixes write names only through an import visible
+        where the code runs (one before it in the same or an enclosing body): TorchFix picks any
+        alias in the file, which wrote undefined names.
     """
 
     ID = "deprecated-torch-api"

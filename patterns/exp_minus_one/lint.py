@@ -32,7 +32,11 @@ class ExpMinusOne(LintRule):
         reproducible.
 
     Not handled:
-        ``1 - torch.exp(x)`` (that is ``-expm1(x)``); ``math.exp`` and NumPy.
+        ``1 - torch.exp(x)`` (that is ``-expm1(x)``); ``-1 + torch.exp(x)``; ``math.exp`` and NumPy.
+
+    Differs from TorchFix:
+        The method form ``x.exp() - 1`` is reported too (a known miss of TorchFix's), and the
+        finding carries a fix (TorchFix's has none).
     """
 
     ID = "exp-minus-one"

@@ -43,6 +43,10 @@ class LogOnePlus(LintRule):
 
     Not handled:
         ``torch.log(x + 1e-8)``-style epsilons (not log1p); ``math.log`` and NumPy.
+
+    Differs from TorchFix:
+        The method form ``(x + 1).log()`` is reported too (a known miss of TorchFix's), and the
+        finding carries a fix (TorchFix's has none).
     """
 
     ID = "log-one-plus"

@@ -41,7 +41,9 @@ class MissingTrainEvalMode(LintRule):
         A loop (an epoch loop) that trains (calls ``backward()``, or a function of this file
         that does) and evaluates (calls ``model.eval()``, or a function of this file that calls
         ``.eval()`` without calling ``.train()`` afterwards) but never calls ``model.train()``
-        (itself or through a function of this file) anywhere in the loop.
+        (itself or through a function of this file) anywhere in the loop. Silent when the
+        model is built from a class of this file that has no layer the mode changes (no
+        dropout, no batch or instance norm, nothing built by code of another file).
 
     Why it matters:
         ``model.eval()`` stays in effect until ``model.train()``. From the second epoch on, the

@@ -39,7 +39,9 @@ class NonpublicTorchApi(LintRule):
         ``import``/``from ... import`` statements of a ``torch`` (or ``torchvision``,
         ``torchaudio``, ``torchtext``) module or name with a private component (a leading
         underscore, dunders aside), and attribute chains that reach one from a public name
-        (``torch.utils.data._utils.collate.default_collate``). Code of the package itself is
+        (``torch.utils.data._utils.collate.default_collate``), and the uses of a private name
+        with a public twin that the file imports (``default_collate(batch)`` after ``from
+        torch.utils.data._utils.collate import default_collate``). Code of the package itself is
         not checked: a package uses its own internals.
 
     Why it matters:
@@ -57,6 +59,15 @@ class NonpublicTorchApi(LintRule):
     Not handled:
         Private attributes of objects (``model._modules``); ``torch._dynamo`` and
         ``torch._inductor`` settings that have no public form yet are reported like the rest.
+
+    Differs from TorchFix:
+        The public name written is ``torch.utils.data.default_collate`` (the documented one)
+        where TorchFix writes ``torch.utils.data.dataloader.default_collate``: the same
+        function object. No import is added: a use reached through an imported private module
+        (``_utils.collate.default_collate(b)`` after ``from torch.utils.data import _utils``) is
+        reported without a fix unless ``torch`` (or ``torch.utils.data``) is imported before it,
+        because adding imports is an edit outside the finding that ``# repairbot: ignore`` on
+        that line could not undo. The private module import itself is reported too.
     """
 
     ID = "nonpublic-torch-api"

@@ -19,7 +19,9 @@ class OptimizerBeforeToDevice(LintRule):
         A ``torch.optim`` optimizer constructed from ``model.parameters()`` (anywhere in its
         arguments), followed later in the same function (or at module level) by a call that
         moves that same model: ``model.to(...)``, ``model.cuda()``, ``model.xpu()``,
-        ``model.to_empty(...)``.
+        ``model.to_empty(...)``. Not when the model was already moved before the optimizer
+        (``model = Net().to(device)``) or the later move follows a ``model.cpu()`` (a round
+        trip around a save).
 
     Why it matters:
         The ``torch.optim`` documentation asks for the other order: "If you need to move a

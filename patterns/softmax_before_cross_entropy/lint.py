@@ -49,8 +49,11 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         ``nn.CrossEntropyLoss()(...)`` that comes from a softmax: written in the call
         (``criterion(F.softmax(out, 1), y)``), assigned just before it in the same function
         (``probs = out.softmax(1)``), returned by the ``forward`` of a model class of the same
-        file (``return F.softmax(x, dim=1)``, ``return self.softmax(x)``), or the last layer of
-        an ``nn.Sequential`` model.
+        file (``return F.softmax(x, dim=1)``, ``return self.softmax(x)``, or ``x = F.softmax(x,
+        dim=1)`` then ``return x``), or the last layer of an ``nn.Sequential`` model or of an
+        ``nn.Sequential`` attribute that ``forward`` returns; the model may be built as
+        ``Net().to(device)`` and called in a training function that receives it. Also a
+        model's softmax fed to ``nll_loss`` / ``NLLLoss`` through ``torch.log``.
 
     Why it matters:
         ``cross_entropy`` applies ``log_softmax`` to its input itself. Fed probabilities, it
@@ -58,10 +61,13 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         nearly vanish, and the model trains slowly or not at all, without an error.
 
     Fix safety:
-        The fix removes the softmax (keeping its input). Safe when the softmax is written in the
-        loss call, or assigned to a variable that nothing else reads. Unsafe when its output is
-        used elsewhere (accuracy, logging), when it is the model's ``forward`` (every caller,
-        inference included, gets logits from then on), or a layer of an ``nn.Sequential``.
+        The fix removes the softmax (keeping its input; ``x = F.softmax(x, dim=1)`` before
+        ``return x`` goes whole). Safe when the softmax is written in the loss call, assigned
+        to a variable that nothing else reads, or ends a model of this script whose every call
+        goes straight to the loss (nothing else sees the probabilities). Unsafe when its output
+        is used elsewhere (accuracy, predictions, logging) or the file is a module of a package
+        (other files may call the model for probabilities). After ``log`` and ``nll_loss``
+        (cross-entropy computed unstably) it is reported without a fix.
 
     Not handled:
         A model built in another file; a softmax reached through other helpers or containers;

@@ -50,7 +50,9 @@ class TorchvisionPretrained(LintRule):
 
     What it finds:
         A call of a ``torchvision.models`` builder (``resnet50``, ``detection.fasterrcnn_resnet50_fpn``...,
-        under any import alias) with ``pretrained=`` or ``pretrained_backbone=``.
+        under any import alias, ``from torchvision.models.resnet import resnet152`` included)
+        with ``pretrained=`` or ``pretrained_backbone=``, or a literal ``True``/``False`` as its
+        first positional argument (``resnet50(True)``, which torchvision reads as ``pretrained``).
 
     Why it matters:
         torchvision deprecated ``pretrained`` in 0.13 in favour of ``weights`` (several weights
@@ -62,12 +64,23 @@ class TorchvisionPretrained(LintRule):
         ``pretrained=False`` becomes ``weights=None`` (and ``pretrained_backbone=False``
         ``weights_backbone=None``): safe, the same model. ``pretrained=True`` becomes
         ``weights="IMAGENET1K_V1"`` for the ImageNet classification builders, whose legacy
-        weights those are (torchvision's own warning names them): safe, the same weights. Other
-        cases (detection and video models, a variable) are reported without a fix:
+        weights those are (torchvision's own warning names them), the COCO weights for the
+        segmentation (``COCO_WITH_VOC_LABELS_V1``) and detection (``COCO_V1``) builders, and
+        their backbones' ImageNet weights for ``pretrained_backbone=True``: safe, the same
+        weights. Other cases (video models, a variable) are reported without a fix:
         ``weights="DEFAULT"`` gives the best current weights, which are not the same.
 
     Not handled:
-        Models built through ``torch.hub.load`` or ``timm``; ``pretrained`` passed positionally.
+        Models built through ``torch.hub.load`` or ``timm``; video and quantized builders'
+        weights (reported without a fix).
+
+    Differs from TorchFix:
+        The weights are written as their name (``weights="IMAGENET1K_V1"``), which every
+        builder accepts, where TorchFix writes the enum (``models.ResNet50_Weights.IMAGENET1K_V1``)
+        and adds ``from torchvision import models``, because an added import is an edit
+        outside the finding. The call keeps its own line breaks (TorchFix joins a call split
+        over lines). A call with both ``pretrained=`` and ``pretrained_backbone=`` gets one
+        finding per argument.
     """
 
     ID = "torchvision-pretrained"

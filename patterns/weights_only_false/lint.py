@@ -13,7 +13,9 @@ class WeightsOnlyFalse(LintRule):
     """Finds ``torch.load(..., weights_only=False)``.
 
     What it finds:
-        A ``torch.load`` call (under any alias) that passes ``weights_only=False``.
+        A ``torch.load`` call (under any alias) that passes ``weights_only=False``, or a
+        ``pickle_module=`` without ``weights_only`` (``torch.load(path, pickle_module=pickle)``:
+        torch.load then defaults to ``weights_only=False``).
 
     Why it matters:
         With ``weights_only=False`` the file is unpickled: it can hold any object, and loading
@@ -31,6 +33,13 @@ class WeightsOnlyFalse(LintRule):
 
     Not handled:
         ``pickle.load`` and other loaders; ``weights_only`` passed as a variable.
+
+    Differs from TorchFix:
+        ``torch.load(path)`` without ``weights_only`` (TorchFix's TOR102) is not reported,
+        because since PyTorch 2.6 that call loads weights only: asking for
+        ``weights_only=True`` there is noise. What does load arbitrary objects is reported
+        instead: ``weights_only=False`` (which TorchFix accepts) and a ``pickle_module=``
+        without ``weights_only`` (torch.load then defaults to ``weights_only=False``).
     """
 
     ID = "weights-only-false"

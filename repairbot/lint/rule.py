@@ -37,6 +37,10 @@ from repairbot.lint.walk import descendants
 from repairbot.types import Applicability
 
 DOC_SECTIONS = ("What it finds", "Why it matters", "Fix safety", "Not handled")
+# sections a rule has only where they apply: where it re-implements a TorchFix check, each
+# deliberate difference from TorchFix's own test fixtures ("differs from TorchFix: ... because ...")
+OPTIONAL_SECTIONS = ("Differs from TorchFix",)
+ALL_SECTIONS = DOC_SECTIONS + OPTIONAL_SECTIONS
 
 Replacement = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]
 
@@ -226,7 +230,7 @@ class LintRule:
         return "/".join(ordered) + (" (some findings: none)" if "none" in kinds else "")
 
 
-_SECTION_TITLE = re.compile(rf"^({'|'.join(map(re.escape, DOC_SECTIONS))}):?\s*$", re.MULTILINE)
+_SECTION_TITLE = re.compile(rf"^({'|'.join(map(re.escape, ALL_SECTIONS))}):?\s*$", re.MULTILINE)
 
 
 def parse_sections(doc: str) -> dict[str, str]:
