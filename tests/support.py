@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,3 +199,38 @@ def split_location(location: str) -> tuple[str, int]:
     if match is None:
         raise ValueError(f"not a file:line location: {location!r}")
     return match.group(1), int(match.group(2))
+
+
+# pyflakes messages that mean a fix broke the code's names (an undefined name is a NameError
+# at run time; a redefinition means a fix bound a name the file already uses for something else)
+_NAME_FLAKES = ("UndefinedName", "UndefinedLocal", "UndefinedExport", "RedefinedWhileUnused", "ImportShadowedByLoopVar")
+
+
+def name_flakes(data: bytes | str) -> Counter[tuple[str, tuple[object, ...]]]:
+    """The name problems pyflakes finds in a module, as (kind, arguments), lines aside."""
+    import ast
+    import warnings
+
+    from pyflakes.checker import Checker
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = ast.parse(data)
+    messages = Checker(tree, filename="<lint>").messages
+    return Counter(
+        (type(m).__name__, tuple(m.message_args)) for m in messages if type(m).__name__ in _NAME_FLAKES
+    )
+
+
+def broken_by_fix(before: bytes | str, after: bytes | str) -> list[str]:
+    """What a fix broke: [] when ``after`` compiles and has no name problem ``before`` lacked."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            compile(after, "<fixed>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as error:
+            return [f"does not compile: {error}"]
+    new = name_flakes(after) - name_flakes(before)
+    return [f"{kind} {args}" for kind, args in sorted(new, key=str)]

@@ -65,7 +65,7 @@ class HardcodedCuda(LintRule):
     TITLE = "A hard-coded CUDA device that fails on a machine without a GPU"
     MESSAGE = "this hard-codes CUDA: it fails on a machine without a GPU"
     APPLICABILITY = Applicability.SAFE
-    REQUIRES = ((b".cuda(", b'"cuda', b"'cuda"),)
+    REQUIRES = (b"cuda",)  # `.cuda (`, `"cuda"`, `'cuda:0'`: any spelling holds the word
 
     @classmethod
     def applies(cls, data: bytes, package: str | None) -> bool:

@@ -64,7 +64,7 @@ class MissingTrainEvalMode(LintRule):
     ID = "missing-train-eval-mode"
     TITLE = "model.eval() in a training loop that never switches back to train()"
     MESSAGE = "the model stays in eval mode for the rest of training"
-    REQUIRES = (b".eval()",)
+    REQUIRES = ((b"eval", b"train"),)  # `.eval( )` and `.train(False)` switch to eval mode too
 
     VALID = (
         Valid("""

@@ -75,7 +75,7 @@ class MissingZeroGrad(LintRule):
     TITLE = "A training loop that never resets the gradients it accumulates"
     MESSAGE = "gradients are never reset in this loop"
     APPLICABILITY = Applicability.SAFE
-    REQUIRES = (b"backward(", b".step(")
+    REQUIRES = (b"backward", b"step")
 
     VALID = (
         Valid("""

@@ -46,7 +46,7 @@ class OptimizerBeforeToDevice(LintRule):
     ID = "optimizer-before-to-device"
     TITLE = "An optimizer built from model.parameters() before the model moves to its device"
     MESSAGE = "the optimizer is built before the model moves to its device"
-    REQUIRES = (b"optim", b".parameters(", (b".to(", b".cuda(", b".xpu(", b".to_empty("))
+    REQUIRES = (b"optim", b"parameters", (b"to", b"cuda", b"xpu"))
 
     VALID = (
         Valid("""

@@ -101,6 +101,10 @@ class Report:
     # more (node, replacement) pairs that belong to the same fix and are applied with it or not
     # at all (an import renamed with every use of the name it binds)
     also: tuple[tuple[cst.CSTNode, Replacement], ...] = ()
+    # the statements the walk was in when the rule reported, from the top level down through
+    # classes and functions (empty: unknown, e.g. a report from leave_Module): positions are
+    # then computed for the innermost one alone
+    statements: tuple[cst.CSTNode, ...] = ()
 
     def replacements(self) -> dict[cst.CSTNode, Replacement]:
         """Every node this finding's fix swaps, with its replacement."""
@@ -210,9 +214,11 @@ class LintRule:
         label = applicability or self.APPLICABILITY
         if replacement is not None and label is None:
             raise TypeError(f"{self.ID}: a fix needs an applicability")
+        stack = self.context.stack
         self.reports.append(
             Report(self.ID, node, message or self.MESSAGE, replacement, target,
-                   label if replacement is not None else None, also if replacement is not None else ())
+                   label if replacement is not None else None, also if replacement is not None else (),
+                   statement_path(stack))
         )
 
     @classmethod
@@ -228,6 +234,23 @@ class LintRule:
         if not ordered:
             return "none"
         return "/".join(ordered) + (" (some findings: none)" if "none" in kinds else "")
+
+
+def statement_path(stack: Sequence[cst.CSTNode]) -> tuple[cst.CSTNode, ...]:
+    """The statements on the way to the visited node: the top-level one, then, inside its
+    indented body (a class, a function, a loop, an ``if``, ``with`` or ``try``: not an
+    ``else``), the statement of that body that holds it, and so on."""
+    path: list[cst.CSTNode] = []
+    index = 1
+    while index < len(stack):
+        statement = stack[index]
+        path.append(statement)
+        block = getattr(statement, "body", None)
+        if not (isinstance(statement, cst.BaseCompoundStatement) and isinstance(block, cst.IndentedBlock)
+                and index + 2 < len(stack) and stack[index + 1] is block):
+            break
+        index += 2
+    return tuple(path)
 
 
 _SECTION_TITLE = re.compile(rf"^({'|'.join(map(re.escape, ALL_SECTIONS))}):?\s*$", re.MULTILINE)
