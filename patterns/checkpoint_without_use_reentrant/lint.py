@@ -59,6 +59,17 @@ class CheckpointWithoutUseReentrant(LintRule):
     INVALID = (
         Invalid(
             """
+            from torch.utils.checkpoint import checkpoint as ckpt
+            h = ckpt(block, h)
+            """,
+            line=2, column=5, fix="safe",
+            expected_fix="""
+            from torch.utils.checkpoint import checkpoint as ckpt
+            h = ckpt(block, h, use_reentrant=True)
+            """,
+        ),
+        Invalid(
+            """
             from torch.utils.checkpoint import checkpoint
             h = checkpoint(self.layer, h)
             """,

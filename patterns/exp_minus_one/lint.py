@@ -77,6 +77,22 @@ class ExpMinusOne(LintRule):
             out = alpha * x.expm1()
             """,
         ),
+        # over several lines: the prefilter must not skip the file
+        Invalid(
+            """
+            import torch
+            rate = torch.exp(
+                log_rate * dt
+            ) - 1
+            """,
+            line=2, column=8, fix="unsafe",
+            expected_fix="""
+            import torch
+            rate = torch.expm1(
+                log_rate * dt
+            )
+            """,
+        ),
     )
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:

@@ -132,6 +132,24 @@ class NonpublicTorchApi(LintRule):
             """,
             line=1, column=8,
         ),
+        # a parenthesised import over several lines
+        Invalid(
+            """
+            from torch.utils.data import (
+                _utils,
+            )
+            """,
+            line=2, column=5,
+        ),
+        # the use of an imported private name with a public twin (the import has the fix)
+        Invalid(
+            """
+            from torch.utils.data._utils.collate import default_collate  # repairbot: ignore
+            def collate(batch):
+                return default_collate(batch)
+            """,
+            line=3, column=12, message="torch.utils.data.default_collate",
+        ),
     )
 
     @classmethod

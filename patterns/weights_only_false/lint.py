@@ -53,6 +53,8 @@ class WeightsOnlyFalse(LintRule):
             state = torch.load("model.pt", weights_only=True)
             with torch.serialization.safe_globals([Config]):
                 full = torch.load("full.pt")
+            plain = torch.load("model.pt", pickle_module=None)
+            chosen = torch.load("model.pt", pickle_module=pickle, weights_only=True)
         """),
     )
     INVALID = (
@@ -62,6 +64,14 @@ class WeightsOnlyFalse(LintRule):
             checkpoint = torch.load(path, map_location="cpu", weights_only=False)
             """,
             line=2, column=51, message="safe_globals",
+        ),
+        Invalid(
+            """
+            import pickle
+            import torch
+            state = torch.load(path, pickle_module=pickle)
+            """,
+            line=3, column=26, message="defaults to False",
         ),
     )
 
