@@ -351,6 +351,40 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             """,
             line=9, column=16, message="log_softmax",
         ),
+        # a second instance of the class serves predictions: removing the softmax changes them
+        Invalid(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    return F.softmax(self.fc(x), dim=1)
+            model = Net()
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+            served = Net()
+            print(served(sample))
+            """,
+            line=8, column=16, fix="unsafe",
+            expected_fix="""
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    return self.fc(x)
+            model = Net()
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+            served = Net()
+            print(served(sample))
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -559,21 +593,22 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         if name is None:
             return []
         found: list[_Source] = []
+        models = {name}  # every name the same model class is bound to: all must feed losses only
         for binding in self._bindings_of(name):
-            built = binding.value
-            while isinstance(built, cst.Call) and isinstance(built.func, cst.Attribute) and isinstance(built.func.value, cst.Call):
-                built = built.func.value  # Net().to(device), Net().cuda()
-            if not isinstance(built, cst.Call):
+            built = _built(binding.value)
+            if built is None:
                 continue
             class_name = dotted_name(built.func)
             if class_name in self.forward_returns:
                 for returned in self.forward_returns[class_name or ""]:
                     found.extend(self._returned_sources(returned))
+                models |= {b.name for b in self.bindings if (other := _built(b.value)) is not None
+                           and dotted_name(other.func) == class_name}
             else:
                 found.extend(self._sequential_source(built))
         if not found:
             return []
-        label = Applicability.SAFE if self._only_losses_read(name) else Applicability.UNSAFE
+        label = Applicability.SAFE if all(self._only_losses_read(model) for model in models) else Applicability.UNSAFE
         return [(softmax, replacement, target, label) for softmax, replacement, target, _ in found]
 
     def _returned_sources(self, returned: cst.BaseExpression | _Binding) -> list[_Source]:
@@ -643,3 +678,10 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         call = parents.get(arg)
         return (isinstance(call, cst.Call) and isinstance(arg, cst.Arg) and argument(call, 0, "input") is arg
                 and self._is_loss(call))
+
+
+def _built(value: cst.BaseExpression) -> cst.Call | None:
+    """The constructor call of ``Net()``, ``Net().to(device)``, ``Net().cuda()``."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
+        value = value.func.value
+    return value if isinstance(value, cst.Call) else None

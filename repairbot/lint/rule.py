@@ -14,8 +14,9 @@ pattern, lint rules, or both). It declares:
 
 The engine parses each file once and walks it once for all the rules, calling every rule's
 handlers for each node (their return values are ignored: a rule cannot prune the walk of the
-others). Rules read names through ``self.context.imports`` and ancestors through
-``self.context.stack``; no LibCST metadata is computed while rules run (positions are resolved
+others). Rules read names through ``self.context.imports`` (what a name stands for; a fix writes names
+through ``analysis.torch_reference``, which sees only the imports bound where the code runs)
+and ancestors through ``self.context.stack``; no LibCST metadata is computed while rules run (positions are resolved
 afterwards, only for files with findings). A rule reports nodes, with an optional replacement
 node: the engine applies replacements (``--fix``), never the rule.
 """
@@ -138,13 +139,6 @@ class FileContext:
     def is_torch(self, node: cst.BaseExpression, *names: str) -> bool:
         """Whether ``node`` names one of ``names`` (``torch.nn.Linear``...) under any import alias."""
         return is_torch_name(self.qualify(node), *names)
-
-    def alias_of(self, module: str) -> str | None:
-        """The local name the file binds ``module`` to (``torch`` for ``import torch``), if any."""
-        for local, full in self.imports.aliases.items():
-            if full == module:
-                return local
-        return None
 
     def parent(self) -> cst.CSTNode | None:
         """The parent of the node being visited."""
