@@ -211,7 +211,7 @@ def name_flakes(data: bytes | str) -> Counter[tuple[str, tuple[object, ...]]]:
     import ast
     import warnings
 
-    from pyflakes.checker import Checker
+    from pyflakes.checker import Checker  # type: ignore[import-untyped]
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -236,4 +236,23 @@ def broken_by_fix(before: bytes | str, after: bytes | str) -> list[str]:
             return [f"does not compile: {error}"]
     # by name: one more use of a name the code already left undefined is not a new problem
     new = set(name_flakes(after)) - set(name_flakes(before))
+    # a redefinition pyflakes reports only because the fix removed the last use of the first
+    # binding (two `import functorch`, the uses renamed to torch.func) binds nothing new: an
+    # import left unused, not a broken name
+    before_bindings, after_bindings = _bindings(before), _bindings(after)
+    new = {(kind, args) for kind, args in new if kind != "RedefinedWhileUnused"
+           or any(after_bindings[name] > before_bindings[name] for name in args if isinstance(name, str))}
     return [f"{kind} {args}" for kind, args in sorted(new, key=str)]
+
+
+def _bindings(data: bytes | str) -> Counter[str]:
+    """How many times each name is bound by an import, a def or a class."""
+    import ast
+
+    found: Counter[str] = Counter()
+    for node in ast.walk(ast.parse(data)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found[node.name] += 1
+    return found
