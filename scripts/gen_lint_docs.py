@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from repairbot.lint.registry import all_rules, rule_folder
-from repairbot.lint.rule import DOC_SECTIONS, LintRule
+from repairbot.lint.rule import ALL_SECTIONS, LintRule
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "lint-rules.md"
@@ -36,7 +36,7 @@ def _section(rule: type[LintRule]) -> str:
     parts = [f"## `{rule.ID}`\n", f"{rule.TITLE} (fix: {rule.fix_kinds()}; `{folder}/lint.py`).\n"]
     if docs.get(""):
         parts.append(docs[""] + "\n")
-    for title in DOC_SECTIONS:
+    for title in ALL_SECTIONS:
         if docs.get(title):
             parts.append(f"**{title}.** {docs[title]}\n")
     parts.append(f"**Example.**\n\n{_example(rule)}")

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,3 +199,60 @@ def split_location(location: str) -> tuple[str, int]:
     if match is None:
         raise ValueError(f"not a file:line location: {location!r}")
     return match.group(1), int(match.group(2))
+
+
+# pyflakes messages that mean a fix broke the code's names (an undefined name is a NameError
+# at run time; a redefinition means a fix bound a name the file already uses for something else)
+_NAME_FLAKES = ("UndefinedName", "UndefinedLocal", "UndefinedExport", "RedefinedWhileUnused", "ImportShadowedByLoopVar")
+
+
+def name_flakes(data: bytes | str) -> Counter[tuple[str, tuple[object, ...]]]:
+    """The name problems pyflakes finds in a module, as (kind, arguments), lines aside."""
+    import ast
+    import warnings
+
+    from pyflakes.checker import Checker  # type: ignore[import-untyped]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = ast.parse(data)
+    messages = Checker(tree, filename="<lint>").messages
+    # the names only: the line numbers in some messages move with any inserted line
+    return Counter(
+        (type(m).__name__, tuple(a for a in m.message_args if isinstance(a, str)))
+        for m in messages if type(m).__name__ in _NAME_FLAKES
+    )
+
+
+def broken_by_fix(before: bytes | str, after: bytes | str) -> list[str]:
+    """What a fix broke: [] when ``after`` compiles and has no name problem ``before`` lacked."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            compile(after, "<fixed>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as error:
+            return [f"does not compile: {error}"]
+    # by name: one more use of a name the code already left undefined is not a new problem
+    new = set(name_flakes(after)) - set(name_flakes(before))
+    # a redefinition pyflakes reports only because the fix removed the last use of the first
+    # binding (two `import functorch`, the uses renamed to torch.func) binds nothing new: an
+    # import left unused, not a broken name
+    before_bindings, after_bindings = _bindings(before), _bindings(after)
+    new = {(kind, args) for kind, args in new if kind != "RedefinedWhileUnused"
+           or any(after_bindings[name] > before_bindings[name] for name in args if isinstance(name, str))}
+    return [f"{kind} {args}" for kind, args in sorted(new, key=str)]
+
+
+def _bindings(data: bytes | str) -> Counter[str]:
+    """How many times each name is bound by an import, a def or a class."""
+    import ast
+
+    found: Counter[str] = Counter()
+    for node in ast.walk(ast.parse(data)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found[node.name] += 1
+    return found

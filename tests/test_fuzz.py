@@ -54,7 +54,7 @@ from repairbot.pattern import Pattern, TransformError, span_of
 from repairbot.sources import SourceError, Sources, line_endings, parse
 from repairbot.tracebacks import is_user_path, parse_log, strip_noise, worker_frames
 from repairbot.types import Decline, Failure, Site, Span
-from tests.support import PYTHON, ROOT, PatternCase
+from tests.support import PYTHON, ROOT, PatternCase, broken_by_fix
 from tests.test_pattern_cases import CASES, _locate, _pattern, _relative
 from tests.test_tracebacks import SPECIMENS, read_specimen
 
@@ -643,6 +643,7 @@ def check_lint(data: bytes) -> None:
             continue
         assert level is not FixLevel.NONE
         assert compiles(result.new_data), "a fixed file the interpreter rejects"
+        assert broken_by_fix(data, result.new_data) == [], "a fix left a name undefined or redefined"
         if b"\r\n" in data:
             assert line_endings(result.new_data) == {"\r\n"}, "a fix wrote a line ending of its own"
         again = lint_bytes(result.new_data, Path("fuzz.py"), "fuzz.py", RULES, level)

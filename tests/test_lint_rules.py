@@ -6,13 +6,24 @@ import importlib.util
 import re
 from pathlib import Path
 
+import libcst as cst
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from repairbot import registry as pattern_registry
-from repairbot.lint.engine import FileResult, FixLevel, lint_bytes
+from repairbot.lint.engine import (
+    FileResult,
+    FixLevel,
+    lint_bytes,
+    needed_positions,
+    positions,
+    run_rules,
+)
 from repairbot.lint.registry import all_rules, rule_folder, select
 from repairbot.lint.rule import DOC_SECTIONS, Invalid, LintRule, Valid
 from repairbot.types import Applicability, BadInput
+from tests.support import broken_by_fix
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = all_rules()
@@ -57,6 +68,8 @@ def test_invalid_examples_are_found_and_fixed(item: tuple[type[LintRule], Invali
     assert example.fix in ("safe", "unsafe")
     assert fixed.new_data is not None and fixed.new_data.decode("utf-8") == example.fixed_source
     assert fixed.fixed == 1 and fixed.findings == ()
+    # the fixed code compiles and uses no name the example did not already leave undefined
+    assert broken_by_fix(example.source, fixed.new_data) == []
     assert (safe_only.new_data is not None) == (example.fix == "safe")
     # a second pass changes nothing
     again = lint(rule, example.fixed_source, FixLevel.UNSAFE)
@@ -115,3 +128,192 @@ def test_the_generated_rules_page_is_fresh() -> None:
     assert generator.PAGE.read_text(encoding="utf-8") == generator.render(), (
         "docs/lint-rules.md is stale: run python scripts/gen_lint_docs.py"
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Real code: fixes that break nothing, prefilters that skip nothing, positions of the
+# statements with findings equal to those of the whole module
+# --------------------------------------------------------------------------------------------
+
+TORCH_SAMPLE_EVERY = 12  # one torch file in 12 (by path): the whole package takes minutes here
+
+
+def _torch_sample() -> list[Path]:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return []
+    return sorted(Path(spec.origin).parent.rglob("*.py"))[::TORCH_SAMPLE_EVERY]
+
+
+def real_files() -> list[Path]:
+    """The tests' real code: the fixtures' projects, the patterns' cases, a sample of torch."""
+    own = [*sorted((ROOT / "fixtures").rglob("*.py")), *sorted((ROOT / "patterns").glob("*/cases/**/*.py"))]
+    return [*own, *_torch_sample()]
+
+
+def test_unsafe_fixes_of_real_files_compile_and_bind_every_name() -> None:
+    """`--fix --unsafe-fixes` over real code (as a copy outside its package would be linted:
+    every rule on): the result compiles and has no undefined or redefined name it lacked."""
+    files = real_files()
+    assert len(files) > 100
+    changed = 0
+    for path in files:
+        data = path.read_bytes()
+        result = lint_bytes(data, Path(path.name), str(path), RULES, FixLevel.UNSAFE)
+        assert result.error is None, (path, result.error)
+        if result.new_data is not None:
+            changed += 1
+            assert broken_by_fix(data, result.new_data) == [], path
+    assert changed, "some real file has something to fix"
+
+
+def _prefilter_agrees(data: bytes) -> list[str]:
+    """The rules whose prefilter would skip a file they report on (the skipped rules run
+    anyway, all in one walk)."""
+    skipped = [rule for rule in RULES if not rule.applies(data, None)]
+    if not skipped:
+        return []
+    try:
+        module = cst.parse_module(data)
+    except Exception:
+        return []
+    return sorted({report.rule for report in run_rules(module, skipped, Path("x.py"), None)})
+
+
+def test_prefilters_skip_no_real_file_a_rule_reports_on() -> None:
+    sources = [example.source.encode() for rule in RULES for example in (*rule.VALID, *rule.INVALID)]
+    for data in [*sources, *(path.read_bytes() for path in real_files())]:
+        assert _prefilter_agrees(data) == [], data[:200]
+
+
+class _Respell(cst.CSTTransformer):
+    """Spells the same program another way: calls split over lines or with a space before
+    their parenthesis, imports parenthesised over several lines or given an alias (its uses
+    renamed), sums without spaces; what a prefilter that reads spellings could miss."""
+
+    def __init__(self, draw: st.DrawFn) -> None:
+        super().__init__()
+        self.draw = draw
+        self.renames: dict[str, str] = {}
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        if self.draw(st.booleans()):
+            updated = updated.with_changes(whitespace_after_func=cst.SimpleWhitespace(" "))
+        if updated.args and self.draw(st.booleans()):
+            updated = updated.with_changes(whitespace_before_args=cst.ParenthesizedWhitespace(
+                first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True,
+                last_line=cst.SimpleWhitespace("    "),
+            ))
+        return updated
+
+    def leave_BinaryOperation(self, original: cst.BinaryOperation, updated: cst.BinaryOperation) -> cst.BinaryOperation:
+        if isinstance(updated.operator, cst.Add | cst.Subtract) and self.draw(st.booleans()):
+            operator = type(updated.operator)(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+            return updated.with_changes(operator=operator)
+        return updated
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        if isinstance(updated.names, cst.ImportStar):
+            return updated
+        names = []
+        for alias in updated.names:
+            if alias.asname is None and isinstance(alias.name, cst.Name) and self.draw(st.booleans()):
+                new = f"{alias.name.value}_alias"
+                self.renames[alias.name.value] = new
+                alias = alias.with_changes(asname=cst.AsName(name=cst.Name(new)))
+            names.append(alias)
+        if self.draw(st.booleans()):
+            indented = cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True,
+                                                   last_line=cst.SimpleWhitespace("    "))
+            names = [n.with_changes(comma=cst.Comma(whitespace_after=indented)) for n in names]
+            return updated.with_changes(
+                names=names, lpar=cst.LeftParen(whitespace_after=indented), rpar=cst.RightParen(),
+            )
+        return updated.with_changes(names=names)
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
+        names = []
+        for alias in updated.names:
+            if alias.asname is None and isinstance(alias.name, cst.Name) and self.draw(st.booleans()):
+                new = f"{alias.name.value}_alias"
+                self.renames[alias.name.value] = new
+                alias = alias.with_changes(asname=cst.AsName(name=cst.Name(new)))
+            names.append(alias)
+        return updated.with_changes(names=names)
+
+
+class _Rename(cst.CSTTransformer):
+    def __init__(self, renames: dict[str, str]) -> None:
+        super().__init__()
+        self.renames = renames
+        self.in_import = 0
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.in_import += 1
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
+        self.in_import -= 1
+        return updated
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.in_import += 1
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        self.in_import -= 1
+        return updated
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # only the head of a chain is a use of the imported name
+        return False
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(value=original.value.visit(self))
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        if self.in_import or original.value not in self.renames:
+            return updated
+        return updated.with_changes(value=self.renames[original.value])
+
+
+@st.composite
+def respelled_examples(draw: st.DrawFn) -> bytes:
+    source = draw(st.sampled_from([example.source for rule in RULES for example in (*rule.INVALID, *rule.VALID)]))
+    respell = _Respell(draw)
+    module = cst.parse_module(source).visit(respell)
+    if respell.renames:
+        module = module.visit(_Rename(respell.renames))
+    code = module.code
+    try:
+        compile(code, "<respelled>", "exec", dont_inherit=True)
+    except SyntaxError:
+        assume(False)
+    return code.encode()
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(respelled_examples())
+def test_prefilters_skip_no_respelled_example_a_rule_reports_on(data: bytes) -> None:
+    assert _prefilter_agrees(data) == []
+
+
+def test_positions_of_the_statements_with_findings_equal_the_whole_modules() -> None:
+    """The engine generates code only for the statements that hold findings; their nodes'
+    ranges must be LibCST's own for the whole module."""
+    checked = 0
+    sources = [example.source.encode() for rule in RULES for example in rule.INVALID]
+    # a third of the torch sample: the whole module's positions are what is slow here
+    files = [*real_files()[: -len(_torch_sample()) or None], *_torch_sample()[::3]]
+    for data in [*sources, *(path.read_bytes() for path in files)]:
+        module = cst.parse_module(data)
+        reports = run_rules(module, RULES, Path("x.py"), None)
+        if not reports:
+            continue
+        text = data.decode(module.encoding)
+        needed = {node for report in reports for node in (report.node, *report.replacements())}
+        hints = {report.statements for report in reports if report.statements}
+        partial = needed_positions(module, text, needed, hints)
+        whole = positions(module)
+        assert {n: partial[n] for n in needed} == {n: whole[n] for n in needed}
+        checked += 1
+    assert checked > 20

@@ -17,7 +17,8 @@ class CheckpointWithoutUseReentrant(LintRule):
 
     What it finds:
         Calls of ``torch.utils.checkpoint.checkpoint`` and ``checkpoint_sequential`` (under any
-        import alias) without a ``use_reentrant`` argument.
+        import alias, ``from torch.utils.checkpoint import checkpoint as ckpt`` included)
+        without a ``use_reentrant`` argument.
 
     Why it matters:
         The two variants differ (the reentrant one ignores inputs that do not require grad,
@@ -33,13 +34,19 @@ class CheckpointWithoutUseReentrant(LintRule):
 
     Not handled:
         Calls that forward ``**kwargs``; checkpoint wrappers of other libraries.
+
+    Differs from TorchFix:
+        The fix writes ``use_reentrant=True`` where TorchFix's writes ``use_reentrant=False``,
+        because ``False`` switches to the other implementation (different gradients when no
+        input requires grad, different RNG and hook behaviour): a fix that changes what the
+        code computes is not one to apply unasked. The message recommends ``False``.
     """
 
     ID = "checkpoint-without-use-reentrant"
     TITLE = "torch.utils.checkpoint without an explicit use_reentrant"
     MESSAGE = "checkpoint without use_reentrant"
     APPLICABILITY = Applicability.SAFE
-    REQUIRES = ((b"checkpoint(", b"checkpoint_sequential("),)
+    REQUIRES = (b"checkpoint",)  # not `checkpoint(`: `from ... import checkpoint as ckpt; ckpt(f, x)`
 
     VALID = (
         Valid("""
@@ -50,6 +57,17 @@ class CheckpointWithoutUseReentrant(LintRule):
         """),
     )
     INVALID = (
+        Invalid(
+            """
+            from torch.utils.checkpoint import checkpoint as ckpt
+            h = ckpt(block, h)
+            """,
+            line=2, column=5, fix="safe",
+            expected_fix="""
+            from torch.utils.checkpoint import checkpoint as ckpt
+            h = ckpt(block, h, use_reentrant=True)
+            """,
+        ),
         Invalid(
             """
             from torch.utils.checkpoint import checkpoint

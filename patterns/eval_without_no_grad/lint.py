@@ -26,7 +26,7 @@ _PARTS = r"epoch|one_epoch|loop|step|model|fn|func|loader|batch|batches|all|set|
 # `evaluate`, `validate_one_epoch`, `run_validation`, `test` (not pytest's `test_conv2d`)
 EVAL_FUNCTION = re.compile(rf"^_*(?:(?:run|do|model|epoch)_)?(?:{_WORDS})(?:_(?:{_PARTS}))*$")
 # `.eval()`, or a def of an evaluation function
-_MAY_EVALUATE = re.compile(rf"\.eval\(\)|def _*(?:(?:run|do|model|epoch)_)?(?:{_WORDS})(?:_(?:{_PARTS}))*\(".encode())
+_MAY_EVALUATE = re.compile(rf"\beval\b|\bdef\s+_*(?:(?:run|do|model|epoch)_)?(?:{_WORDS})(?:_(?:{_PARTS}))*\s*\(".encode())
 _LOOPING = (*LOOPS, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 class EvalWithoutNoGrad(LintRule):
     """Finds a model called in an evaluation loop outside ``torch.no_grad()``.

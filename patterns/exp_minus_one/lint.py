@@ -11,8 +11,8 @@ from repairbot.lint.analysis import is_method_call, number, receiver
 from repairbot.lint.rule import Invalid, LintRule, Valid
 from repairbot.types import Applicability
 
-# `exp(...) - 1` on one line (the rule itself also finds the rare split ones in files it reads)
-_EXP_MINUS_ONE = re.compile(rb"exp\(.*\)\s*-\s*1(?![\w.]*[1-9])")
+# `exp` then, anywhere later (the call may span lines: `torch.exp(\n...\n) - 1`), a `-` and a 1
+_EXP_MINUS_ONE = re.compile(rb"exp\b.*?-", re.DOTALL)
 
 
 class ExpMinusOne(LintRule):
@@ -32,7 +32,11 @@ class ExpMinusOne(LintRule):
         reproducible.
 
     Not handled:
-        ``1 - torch.exp(x)`` (that is ``-expm1(x)``); ``math.exp`` and NumPy.
+        ``1 - torch.exp(x)`` (that is ``-expm1(x)``); ``-1 + torch.exp(x)``; ``math.exp`` and NumPy.
+
+    Differs from TorchFix:
+        The method form ``x.exp() - 1`` is reported too (a known miss of TorchFix's), and the
+        finding carries a fix (TorchFix's has none).
     """
 
     ID = "exp-minus-one"
@@ -71,6 +75,22 @@ class ExpMinusOne(LintRule):
             expected_fix="""
             import torch
             out = alpha * x.expm1()
+            """,
+        ),
+        # over several lines: the prefilter must not skip the file
+        Invalid(
+            """
+            import torch
+            rate = torch.exp(
+                log_rate * dt
+            ) - 1
+            """,
+            line=2, column=8, fix="unsafe",
+            expected_fix="""
+            import torch
+            rate = torch.expm1(
+                log_rate * dt
+            )
             """,
         ),
     )

@@ -43,7 +43,7 @@ class ForwardCall(LintRule):
     TITLE = "model.forward(x) called directly, skipping the module's hooks"
     MESSAGE = "calling forward directly skips the module's hooks"
     APPLICABILITY = Applicability.SAFE
-    REQUIRES = (b".forward(",)
+    REQUIRES = (b"forward",)  # not `.forward(`: `model.forward (x)` and `model\n.forward(x)` call it too
 
     VALID = (
         Valid("""

@@ -14,6 +14,7 @@ from repairbot.lint.analysis import (
     number,
     statements_before,
     string_value,
+    torch_reference,
 )
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
 from repairbot.types import Applicability
@@ -64,7 +65,7 @@ class HardcodedCuda(LintRule):
     TITLE = "A hard-coded CUDA device that fails on a machine without a GPU"
     MESSAGE = "this hard-codes CUDA: it fails on a machine without a GPU"
     APPLICABILITY = Applicability.SAFE
-    REQUIRES = ((b".cuda(", b'"cuda', b"'cuda"),)
+    REQUIRES = (b"cuda",)  # `.cuda (`, `"cuda"`, `'cuda:0'`: any spelling holds the word
 
     @classmethod
     def applies(cls, data: bytes, package: str | None) -> bool:
@@ -196,8 +197,6 @@ class HardcodedCuda(LintRule):
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self.gpu_only = False
-        torch = context.alias_of("torch")
-        self.check = cst.parse_expression(f"{torch}.cuda.is_available()") if torch else None
 
     def _guarded(self) -> bool:
         stack = self.context.stack
@@ -224,10 +223,13 @@ class HardcodedCuda(LintRule):
         return False
 
     def _choose(self, device: cst.SimpleString) -> cst.IfExp | None:
-        if self.check is None:
+        """``"cuda" if torch.cuda.is_available() else "cpu"``, with the torch alias bound where
+        the visited node runs (None without one)."""
+        check = torch_reference(self.context, "torch.cuda.is_available")
+        if check is None:
             return None
         cpu = cst.SimpleString(f"{device.prefix}{device.quote}cpu{device.quote}")
-        return cst.IfExp(test=self.check, body=device, orelse=cpu)
+        return cst.IfExp(test=cst.Call(func=check), body=device, orelse=cpu)
 
     def _flag_device(self, node: cst.BaseExpression) -> None:
         """A device value in a place that allocates or moves: ``"cuda"``, ``torch.device("cuda:1")``."""
@@ -285,9 +287,8 @@ class HardcodedCuda(LintRule):
             return  # x.cuda(rank): one GPU per process, chosen on purpose
         replacement = None
         device = "cuda" if ordinal is None else f"cuda:{int(ordinal)}"
-        if self.check is not None:
-            choice = self._choose(cst.SimpleString(self.context.string_literal(device)))
-            assert choice is not None
+        choice = self._choose(cst.SimpleString(self.context.string_literal(device)))
+        if choice is not None:
             rest = [a for a in node.args if a is not index]
             first = cst.Arg(choice, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if rest else cst.MaybeSentinel.DEFAULT)
             replacement = node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=[first, *rest])

@@ -50,7 +50,7 @@ class LossAccumulatesGraph(LintRule):
     TITLE = "A running total of loss tensors that keeps every autograd graph alive"
     MESSAGE = "the running total keeps every iteration's autograd graph alive"
     APPLICABILITY = Applicability.SAFE
-    REQUIRES = (b".backward(", (b"+=", b" + "))
+    REQUIRES = (b"backward", b"+")  # `total = total+loss` has no spaces
 
     VALID = (
         Valid("""

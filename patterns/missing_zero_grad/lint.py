@@ -7,6 +7,7 @@ import libcst as cst
 from repairbot.codemod import dotted_name, method_call
 from repairbot.lint.analysis import (
     LOOPS,
+    assigned_targets,
     calls_within,
     innermost,
     is_method_call,
@@ -75,7 +76,7 @@ class MissingZeroGrad(LintRule):
     TITLE = "A training loop that never resets the gradients it accumulates"
     MESSAGE = "gradients are never reset in this loop"
     APPLICABILITY = Applicability.SAFE
-    REQUIRES = (b"backward(", b".step(")
+    REQUIRES = (b"backward", b"step")
 
     VALID = (
         Valid("""
@@ -216,6 +217,17 @@ class MissingZeroGrad(LintRule):
             """,
             line=2, column=1,
         ),
+        # the loop builds the optimizer: at the top of its first iteration it does not exist yet
+        Invalid(
+            """
+            import torch
+            for i in range(3):
+                model(x).sum().backward()
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                opt.step()
+            """,
+            line=2, column=1,
+        ),
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -270,7 +282,9 @@ class MissingZeroGrad(LintRule):
                 f"adds to: each step applies the sum of every batch so far; call `{name}.zero_grad()` "
                 "at the top of the loop"
             )
-            if not isinstance(loop.body, cst.IndentedBlock):
+            if not isinstance(loop.body, cst.IndentedBlock) or _bound_in(loop, name):
+                # a one-line body has no top to insert at; an optimizer the loop itself builds
+                # does not exist yet at the top of its first iteration
                 self.report(loop, message)
                 continue
             reset = cst.SimpleStatementLine(
@@ -281,3 +295,19 @@ class MissingZeroGrad(LintRule):
                 loop, message, replacement=body, target=loop.body,
                 applicability=Applicability.UNSAFE if conditional else Applicability.SAFE,
             )
+
+
+def _bound_in(loop: cst.For | cst.While, name: str) -> bool:
+    """Whether the loop (its target included) assigns ``name`` or the name it starts from."""
+    heads = {name, name.split(".")[0]}
+    if isinstance(loop, cst.For) and any(
+        isinstance(n, cst.Name | cst.Attribute) and dotted_name(n) in heads for n in within(loop.target)
+    ):
+        return True
+    for node in within(loop.body):
+        if isinstance(node, cst.Assign | cst.AnnAssign | cst.AugAssign | cst.NamedExpr | cst.WithItem):
+            targets = assigned_targets(node) if not isinstance(node, cst.NamedExpr | cst.WithItem) else (
+                [node.target] if isinstance(node, cst.NamedExpr) else [node.asname.name] if node.asname else [])
+            if any(dotted_name(t) in heads for t in targets if isinstance(t, cst.BaseExpression)):
+                return True
+    return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from repairbot.codemod import dotted_name
@@ -20,6 +22,11 @@ PUBLIC: dict[str, tuple[str, Applicability]] = {
 }
 
 
+# a private component after a dot, or a private name in an import (after `import`, a comma or
+# the `(` of a parenthesised import, on the same line or the next ones)
+_MAY_USE = re.compile(rb"\._|(?:\bimport|,|\()\s*(?:\\\s*)?_")
+
+
 def _private(parts: list[str]) -> str | None:
     """The first private component of a dotted name (``_utils``; not ``__version__``)."""
     return next((p for p in parts if p.startswith("_") and not (p.startswith("__") and p.endswith("__"))), None)
@@ -32,7 +39,9 @@ class NonpublicTorchApi(LintRule):
         ``import``/``from ... import`` statements of a ``torch`` (or ``torchvision``,
         ``torchaudio``, ``torchtext``) module or name with a private component (a leading
         underscore, dunders aside), and attribute chains that reach one from a public name
-        (``torch.utils.data._utils.collate.default_collate``). Code of the package itself is
+        (``torch.utils.data._utils.collate.default_collate``), and the uses of a private name
+        with a public twin that the file imports (``default_collate(batch)`` after ``from
+        torch.utils.data._utils.collate import default_collate``). Code of the package itself is
         not checked: a package uses its own internals.
 
     Why it matters:
@@ -50,6 +59,15 @@ class NonpublicTorchApi(LintRule):
     Not handled:
         Private attributes of objects (``model._modules``); ``torch._dynamo`` and
         ``torch._inductor`` settings that have no public form yet are reported like the rest.
+
+    Differs from TorchFix:
+        The public name written is ``torch.utils.data.default_collate`` (the documented one)
+        where TorchFix writes ``torch.utils.data.dataloader.default_collate``: the same
+        function object. No import is added: a use reached through an imported private module
+        (``_utils.collate.default_collate(b)`` after ``from torch.utils.data import _utils``) is
+        reported without a fix unless ``torch`` (or ``torch.utils.data``) is imported before it,
+        because adding imports is an edit outside the finding that ``# repairbot: ignore`` on
+        that line could not undo. The private module import itself is reported too.
     """
 
     ID = "nonpublic-torch-api"
@@ -114,11 +132,29 @@ class NonpublicTorchApi(LintRule):
             """,
             line=1, column=8,
         ),
+        # a parenthesised import over several lines
+        Invalid(
+            """
+            from torch.utils.data import (
+                _utils,
+            )
+            """,
+            line=2, column=5,
+        ),
+        # the use of an imported private name with a public twin (the import has the fix)
+        Invalid(
+            """
+            from torch.utils.data._utils.collate import default_collate  # repairbot: ignore
+            def collate(batch):
+                return default_collate(batch)
+            """,
+            line=3, column=12, message="torch.utils.data.default_collate",
+        ),
     )
 
     @classmethod
     def applies(cls, data: bytes, package: str | None) -> bool:
-        return package not in _PACKAGES and (b"._" in data or b"import _" in data)
+        return package not in _PACKAGES and _MAY_USE.search(data) is not None
 
     def _message(self, name: str, public: str | None) -> str:
         instead = f": use `{public}`" if public else ""
@@ -181,6 +217,16 @@ class NonpublicTorchApi(LintRule):
             if parts[0] in _PACKAGES and parts[0] != self.context.package and _private(parts):
                 self.report(alias.name, self._message(name, None))
 
+    def visit_Name(self, node: cst.Name) -> None:
+        # a use of a name imported from a private module that has a public twin
+        # (`default_collate(batch)` after `from torch.utils.data._utils.collate import
+        # default_collate`): the import's finding carries the fix, the use is reported with it
+        qualified = self.context.imports.aliases.get(node.value)
+        if qualified not in PUBLIC or PUBLIC[qualified][1] is not Applicability.SAFE or qualified.split(".")[0] == self.context.package or not whole_reference(self.context):
+            return
+        assert qualified is not None
+        self.report(node, self._message(qualified, PUBLIC[qualified][0]))
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if reference_head(node) not in self.context.imports.aliases:
             return
@@ -190,10 +236,10 @@ class NonpublicTorchApi(LintRule):
         if qualified.split(".")[0] == self.context.package:
             return
         written = (dotted_name(node) or "").split(".")[1:]  # what the chain spells out after its root
-        if not _private(written):
-            return
         twin = PUBLIC.get(qualified)
-        replacement = torch_reference(self.context, twin[0]) if twin else None
+        if not _private(written) and twin is None:
+            return  # reached through a private name the file imports: its import is reported
+        replacement = torch_reference(self.context, twin[0], node) if twin else None
         self.report(
             node, self._message(qualified, twin[0] if twin else None),
             replacement=replacement, applicability=twin[1] if twin and replacement else None,

@@ -19,7 +19,9 @@ class OptimizerBeforeToDevice(LintRule):
         A ``torch.optim`` optimizer constructed from ``model.parameters()`` (anywhere in its
         arguments), followed later in the same function (or at module level) by a call that
         moves that same model: ``model.to(...)``, ``model.cuda()``, ``model.xpu()``,
-        ``model.to_empty(...)``.
+        ``model.to_empty(...)``. Not when the model was already moved before the optimizer
+        (``model = Net().to(device)``) or the later move follows a ``model.cpu()`` (a round
+        trip around a save).
 
     Why it matters:
         The ``torch.optim`` documentation asks for the other order: "If you need to move a
@@ -44,7 +46,7 @@ class OptimizerBeforeToDevice(LintRule):
     ID = "optimizer-before-to-device"
     TITLE = "An optimizer built from model.parameters() before the model moves to its device"
     MESSAGE = "the optimizer is built before the model moves to its device"
-    REQUIRES = (b"optim", b".parameters(", (b".to(", b".cuda(", b".xpu(", b".to_empty("))
+    REQUIRES = (b"optim", b"parameters", (b"to", b"cuda", b"xpu"))
 
     VALID = (
         Valid("""
@@ -64,6 +66,25 @@ class OptimizerBeforeToDevice(LintRule):
             import torch
             optimizer = torch.optim.SGD(encoder.parameters(), lr=0.1)
             decoder.to(device)
+        """),
+        # a round trip: on the device when the optimizer was built, back on it after the save
+        Valid("""
+            import torch
+            model = Net().to(device)
+            opt = torch.optim.Adam(model.parameters())
+            model.cpu()
+            torch.save(model.state_dict(), "model.pt")
+            model.to(device)
+        """),
+        Valid("""
+            import torch
+            model = Net()
+            model.to(device)
+            opt = torch.optim.Adam(model.parameters())
+            for epoch in range(3):
+                model.cpu()
+                torch.save(model.state_dict(), "model.pt")
+                model.to(device)
         """),
     )
     INVALID = (
@@ -99,10 +120,18 @@ class OptimizerBeforeToDevice(LintRule):
     def visit_Call(self, node: cst.Call) -> None:
         self.order += 1
         scope = enclosing_scope(self.context.stack)
-        if is_method_call(node, *_MOVES):
+        if is_method_call(node, *_MOVES, "cpu"):
             owner = dotted_name(receiver(node) or cst.Name("_"))
             if owner:
                 self.moves.append((node, owner, scope, self.order))
+            else:
+                # `model = Net().to(device)`: the model is on its device from the start
+                parent = self.context.parent()
+                if isinstance(parent, cst.Assign) and parent.value is node:
+                    for target in parent.targets:
+                        name = dotted_name(target.target)
+                        if name:
+                            self.moves.append((node, name, scope, self.order))
             return
         qualified = self.context.qualify(node.func) or ""
         if not qualified.startswith("torch.optim.") or not qualified.rsplit(".", 1)[-1][:1].isupper():
@@ -117,11 +146,12 @@ class OptimizerBeforeToDevice(LintRule):
 
     def leave_Module(self, node: cst.Module) -> None:
         for call, models, scope, order in self.optimizers:
-            move = next(
-                (m for m in self.moves if m[1] in models and m[2] is scope and m[3] > order), None
-            )
-            if move is None:
-                continue
+            moves = [m for m in self.moves if m[1] in models and m[2] is scope]
+            if any(m[3] < order and m[0].func.attr.value != "cpu" for m in moves if isinstance(m[0].func, cst.Attribute)):
+                continue  # already on its device when the optimizer was built: later moves are round trips
+            move = next((m for m in moves if m[3] > order), None)
+            if move is None or (isinstance(move[0].func, cst.Attribute) and move[0].func.attr.value == "cpu"):
+                continue  # `model.cpu(); save; model.to(device)`: a round trip, not the first placement
             moved = self.context.code(move[0])
             self.report(
                 call,

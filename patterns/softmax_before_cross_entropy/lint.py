@@ -7,13 +7,22 @@ from dataclasses import dataclass
 import libcst as cst
 
 from repairbot.codemod import argument, dotted_name, remove_arg
-from repairbot.lint.analysis import assigned_targets, enclosing_scope, is_method_call, within
+from repairbot.lint.analysis import (
+    assigned_targets,
+    enclosing_scope,
+    is_method_call,
+    receiver,
+    within,
+)
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.walk import children, descendants
 from repairbot.types import Applicability
 
 _SOFTMAX_FUNCTIONS = ("torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax")
 _CROSS_ENTROPY = ("torch.nn.functional.cross_entropy",)
 _CROSS_ENTROPY_MODULE = ("torch.nn.CrossEntropyLoss",)
+_NLL = ("torch.nn.functional.nll_loss",)
+_NLL_MODULE = ("torch.nn.NLLLoss",)
 _SOFTMAX_MODULE = ("torch.nn.Softmax",)
 
 
@@ -29,6 +38,7 @@ class _Binding:
     value: cst.BaseExpression
     order: int
     scope: cst.CSTNode
+    statement: cst.CSTNode | None = None  # the statement line, when the assignment is all of it
 
 
 class SoftmaxBeforeCrossEntropy(LintRule):
@@ -39,8 +49,11 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         ``nn.CrossEntropyLoss()(...)`` that comes from a softmax: written in the call
         (``criterion(F.softmax(out, 1), y)``), assigned just before it in the same function
         (``probs = out.softmax(1)``), returned by the ``forward`` of a model class of the same
-        file (``return F.softmax(x, dim=1)``, ``return self.softmax(x)``), or the last layer of
-        an ``nn.Sequential`` model.
+        file (``return F.softmax(x, dim=1)``, ``return self.softmax(x)``, or ``x = F.softmax(x,
+        dim=1)`` then ``return x``), or the last layer of an ``nn.Sequential`` model or of an
+        ``nn.Sequential`` attribute that ``forward`` returns; the model may be built as
+        ``Net().to(device)`` and called in a training function that receives it. Also a
+        model's softmax fed to ``nll_loss`` / ``NLLLoss`` through ``torch.log``.
 
     Why it matters:
         ``cross_entropy`` applies ``log_softmax`` to its input itself. Fed probabilities, it
@@ -48,10 +61,13 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         nearly vanish, and the model trains slowly or not at all, without an error.
 
     Fix safety:
-        The fix removes the softmax (keeping its input). Safe when the softmax is written in the
-        loss call, or assigned to a variable that nothing else reads. Unsafe when its output is
-        used elsewhere (accuracy, logging), when it is the model's ``forward`` (every caller,
-        inference included, gets logits from then on), or a layer of an ``nn.Sequential``.
+        The fix removes the softmax (keeping its input; ``x = F.softmax(x, dim=1)`` before
+        ``return x`` goes whole). Safe when the softmax is written in the loss call, assigned
+        to a variable that nothing else reads, or ends a model of this script whose every call
+        goes straight to the loss (nothing else sees the probabilities). Unsafe when its output
+        is used elsewhere (accuracy, predictions, logging) or the file is a module of a package
+        (other files may call the model for probabilities). After ``log`` and ``nll_loss``
+        (cross-entropy computed unstably) it is reported without a fix.
 
     Not handled:
         A model built in another file; a softmax reached through other helpers or containers;
@@ -63,7 +79,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
     TITLE = "Softmax applied to the logits that cross-entropy receives"
     MESSAGE = "cross_entropy receives softmax probabilities, not logits"
     APPLICABILITY = Applicability.SAFE
-    REQUIRES = ((b"softmax", b"Softmax"), (b"cross_entropy", b"CrossEntropyLoss"))
+    REQUIRES = ((b"softmax", b"Softmax"), (b"cross_entropy", b"CrossEntropyLoss", b"nll_loss", b"NLLLoss"))
 
     VALID = (
         Valid("""
@@ -90,6 +106,40 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             model = nn.Sequential(nn.Linear(4, 3), nn.Softmax(dim=1))
             criterion = nn.CrossEntropyLoss()
             loss = criterion(other(x), y)
+        """),
+        # a model that returns log-probabilities, trained with NLLLoss: right
+        Valid("""
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    return F.log_softmax(self.fc(x), dim=1)
+            model = Net()
+            criterion = nn.NLLLoss()
+            for x, y in loader:
+                loss = criterion(model(x), y)
+        """),
+        # softmax for predictions only: the loss gets the logits
+        Valid("""
+            import torch
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    return self.fc(x)
+                def predict(self, x):
+                    return torch.softmax(self(x), dim=1)
+            model = Net()
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                logits = model(x)
+                loss = criterion(logits, y)
+                probs = torch.softmax(logits, dim=1)
         """),
     )
     INVALID = (
@@ -159,7 +209,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             for x, y in loader:
                 loss = criterion(model(x), y)
             """,
-            line=11, column=16, fix="unsafe",
+            line=11, column=16, fix="safe",
             expected_fix="""
             import torch
             from torch import nn
@@ -190,6 +240,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             for x, y in loader:
                 out = model(x)
                 loss = loss_fn(out, y)
+            confidence = model(x_test).max(1).values
             """,
             line=4, column=5, fix="unsafe",
             expected_fix="""
@@ -201,6 +252,137 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             for x, y in loader:
                 out = model(x)
                 loss = loss_fn(out, y)
+            confidence = model(x_test).max(1).values
+            """,
+        ),
+        # the tutorial form: forward's last operation, the model moved to its device, the
+        # training loop in a function that receives the model
+        Invalid(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    x = self.fc(x)
+                    x = F.softmax(x, dim=1)
+                    return x
+            def train(model, loader, optimizer):
+                criterion = nn.CrossEntropyLoss()
+                for data, target in loader:
+                    output = model(data)
+                    loss = criterion(output, target)
+                    loss.backward()
+            model = Net().to(device)
+            train(model, loader, optimizer)
+            """,
+            line=10, column=13, fix="safe",
+            expected_fix="""
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    x = self.fc(x)
+                    return x
+            def train(model, loader, optimizer):
+                criterion = nn.CrossEntropyLoss()
+                for data, target in loader:
+                    output = model(data)
+                    loss = criterion(output, target)
+                    loss.backward()
+            model = Net().to(device)
+            train(model, loader, optimizer)
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Linear(8, 3), nn.Softmax(dim=1))
+                def forward(self, x):
+                    return self.layers(x)
+            model = Net()
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                out = model(x)
+                loss = criterion(out, y)
+                predicted = out.argmax(dim=1)
+            """,
+            line=5, column=54, fix="unsafe",
+            expected_fix="""
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.layers = nn.Sequential(nn.Linear(8, 3))
+                def forward(self, x):
+                    return self.layers(x)
+            model = Net()
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                out = model(x)
+                loss = criterion(out, y)
+                predicted = out.argmax(dim=1)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    return F.softmax(self.fc(x), dim=1)
+            model = Net()
+            for x, y in loader:
+                loss = F.nll_loss(torch.log(model(x)), y)
+            """,
+            line=9, column=16, message="log_softmax",
+        ),
+        # a second instance of the class serves predictions: removing the softmax changes them
+        Invalid(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    return F.softmax(self.fc(x), dim=1)
+            model = Net()
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+            served = Net()
+            print(served(sample))
+            """,
+            line=8, column=16, fix="unsafe",
+            expected_fix="""
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    return self.fc(x)
+            model = Net()
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+            served = Net()
+            print(served(sample))
             """,
         ),
         Invalid(
@@ -221,7 +403,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
                 def step(self, x, y):
                     return self.criterion(self.model(x), y)
             """,
-            line=9, column=16, fix="unsafe",
+            line=9, column=16, fix="safe",
             expected_fix="""
             import torch
             from torch import nn
@@ -248,7 +430,9 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         self.bindings: list[_Binding] = []
         self.by_name: dict[str, list[_Binding]] = {}
         self.losses: list[tuple[cst.Call, int, cst.CSTNode]] = []  # (loss call, order, scope)
-        self.forward_returns: dict[str, list[cst.BaseExpression]] = {}  # class name -> returned values
+        # class name -> what its forward returns (a value, or the assignment of the returned name)
+        self.forward_returns: dict[str, list[cst.BaseExpression | _Binding]] = {}
+        self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
 
     def _softmax_input(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
         """The input of a softmax expression, else None."""
@@ -279,10 +463,12 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             return
         self.order += 1
         scope = enclosing_scope(self.context.stack)
+        line = self.context.parent()
+        whole = line if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
         for target in assigned_targets(node):
             name = dotted_name(target)
             if name:
-                binding = _Binding(name, node.value, self.order, scope)
+                binding = _Binding(name, node.value, self.order, scope, whole)
                 self.bindings.append(binding)
                 self.by_name.setdefault(name, []).append(binding)
 
@@ -306,15 +492,30 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             return
         owner = stack[stack.index(function) - 2] if stack.index(function) >= 2 else None  # ClassDef > IndentedBlock > def
         if isinstance(owner, cst.ClassDef):
-            self.forward_returns.setdefault(owner.name.value, []).append(node.value)
+            returned: cst.BaseExpression | _Binding = node.value
+            if isinstance(node.value, cst.Name):
+                # `x = F.softmax(x, dim=1)` then `return x`: the last operation is the assignment
+                binding = self._last_binding(node.value.value, self.order + 1, function)
+                if binding is not None:
+                    returned = binding
+            self.forward_returns.setdefault(owner.name.value, []).append(returned)
 
-    def _is_loss(self, call: cst.Call) -> bool:
-        if self.context.is_torch(call.func, *_CROSS_ENTROPY):
+    def _is_loss(self, call: cst.Call, functions: tuple[str, ...] = _CROSS_ENTROPY,
+                 modules: tuple[str, ...] = _CROSS_ENTROPY_MODULE) -> bool:
+        if self.context.is_torch(call.func, *functions):
             return True
-        if isinstance(call.func, cst.Call) and self.context.is_torch(call.func.func, *_CROSS_ENTROPY_MODULE):
+        if isinstance(call.func, cst.Call) and self.context.is_torch(call.func.func, *modules):
             return True
         name = dotted_name(call.func)
-        return bool(name) and any(self._bound_to(b, _CROSS_ENTROPY_MODULE) for b in self._bindings_of(name or ""))
+        return bool(name) and any(self._bound_to(b, modules) for b in self._bindings_of(name or ""))
+
+    def _log_input(self, value: cst.BaseExpression) -> cst.BaseExpression | None:
+        """``x`` of ``torch.log(x)`` / ``x.log()``."""
+        if isinstance(value, cst.Call) and self.context.is_torch(value.func, "torch.log") and value.args:
+            return value.args[0].value
+        if is_method_call(value, "log") and isinstance(value, cst.Call) and not value.args:
+            return receiver(value)
+        return None
 
     def _last_binding(self, name: str, order: int, scope: cst.CSTNode) -> _Binding | None:
         earlier = [b for b in self._bindings_of(name) if b.scope is scope and b.order < order]
@@ -323,15 +524,33 @@ class SoftmaxBeforeCrossEntropy(LintRule):
     def leave_Module(self, node: cst.Module) -> None:
         reported: set[cst.CSTNode] = set()
         for call, order, scope in self.losses:
+            nll = False
             if not self._is_loss(call):
-                continue
+                if not self._is_loss(call, _NLL, _NLL_MODULE):
+                    continue
+                nll = True
             logits = argument(call, 0, "input")
             if logits is None:
                 continue
-            for softmax, replacement, target, applicability in self._sources(logits.value, order, scope):
+            value = logits.value
+            if nll:
+                # nll_loss(torch.log(probs)): softmax, log and NLL, cross-entropy done unstably
+                inner = self._log_input(value)
+                if inner is None:
+                    continue
+                value = inner
+            for softmax, replacement, target, applicability in self._sources(value, order, scope):
                 if softmax in reported:
                     continue
                 reported.add(softmax)
+                if nll:
+                    self.report(
+                        softmax,
+                        f"`{self.context.code(softmax)}` is followed by `log` and `{self.context.code(call.func)}`: "
+                        "log of a softmax underflows to -inf for confident outputs (NaN losses); return the "
+                        "logits and use `cross_entropy`, or `log_softmax` with `nll_loss`",
+                    )
+                    continue
                 self.report(
                     softmax,
                     f"`{self.context.code(softmax)}` feeds probabilities to `{self.context.code(call.func)}`, "
@@ -367,23 +586,102 @@ class SoftmaxBeforeCrossEntropy(LintRule):
     def _model_sources(
         self, call: cst.Call
     ) -> list[_Source]:
-        """A model called on the input: its class's ``forward`` returns, or its Sequential's last layer."""
+        """A model called on the input: its class's ``forward`` returns (the value returned,
+        or the assignment of the returned name), or its Sequential's last layer; the fix is safe
+        only in a script whose every call of the model feeds a loss and nothing else."""
         name = dotted_name(call.func)
         if name is None:
             return []
         found: list[_Source] = []
+        models = {name}  # every name the same model class is bound to: all must feed losses only
         for binding in self._bindings_of(name):
-            built = binding.value
-            if not isinstance(built, cst.Call):
+            built = _built(binding.value)
+            if built is None:
                 continue
             class_name = dotted_name(built.func)
             if class_name in self.forward_returns:
                 for returned in self.forward_returns[class_name or ""]:
-                    source = self._softmax_input(returned)
-                    if source is not None:
-                        found.append((returned, source, returned, Applicability.UNSAFE))
-            elif self.context.is_torch(built.func, "torch.nn.Sequential") and built.args:
-                last = built.args[-1]
-                if isinstance(last.value, cst.Call) and self.context.is_torch(last.value.func, *_SOFTMAX_MODULE):
-                    found.append((last.value, remove_arg(built, last), built, Applicability.UNSAFE))
+                    found.extend(self._returned_sources(returned))
+                models |= {b.name for b in self.bindings if (other := _built(b.value)) is not None
+                           and dotted_name(other.func) == class_name}
+            else:
+                found.extend(self._sequential_source(built))
+        if not found:
+            return []
+        label = Applicability.SAFE if all(self._only_losses_read(model) for model in models) else Applicability.UNSAFE
+        return [(softmax, replacement, target, label) for softmax, replacement, target, _ in found]
+
+    def _returned_sources(self, returned: cst.BaseExpression | _Binding) -> list[_Source]:
+        if isinstance(returned, _Binding):
+            source = self._softmax_input(returned.value)
+            if source is None:
+                return self._attribute_sequential(returned.value)
+            statement = returned.statement
+            if isinstance(source, cst.Name) and source.value == returned.name and statement is not None:
+                # `x = F.softmax(x, dim=1)` then `return x`: the statement goes
+                return [(returned.value, cst.RemovalSentinel.REMOVE, statement, Applicability.UNSAFE)]
+            return [(returned.value, source, returned.value, Applicability.UNSAFE)]
+        source = self._softmax_input(returned)
+        if source is not None:
+            return [(returned, source, returned, Applicability.UNSAFE)]
+        return self._attribute_sequential(returned)
+
+    def _attribute_sequential(self, value: cst.BaseExpression) -> list[_Source]:
+        """``self.net(x)`` where ``self.net = nn.Sequential(..., nn.Softmax(dim=1))``."""
+        if not isinstance(value, cst.Call):
+            return []
+        name = dotted_name(value.func)
+        if not name:
+            return []
+        found: list[_Source] = []
+        for binding in self._bindings_of(name):
+            if isinstance(binding.value, cst.Call):
+                found.extend(self._sequential_source(binding.value))
         return found
+
+    def _sequential_source(self, built: cst.Call) -> list[_Source]:
+        if self.context.is_torch(built.func, "torch.nn.Sequential") and built.args and len(built.args) > 1:
+            last = built.args[-1]
+            if isinstance(last.value, cst.Call) and self.context.is_torch(last.value.func, *_SOFTMAX_MODULE):
+                return [(last.value, remove_arg(built, last), built, Applicability.UNSAFE)]
+        return []
+
+    def _parent_map(self) -> dict[cst.CSTNode, cst.CSTNode]:
+        if self._parents is None:
+            self._parents = {}
+            for node in descendants(self.context.module):
+                for child in children(node):
+                    self._parents[child] = node
+        return self._parents
+
+    def _only_losses_read(self, model: str) -> bool:
+        """Whether, in a script, every call of ``model`` goes straight to a cross-entropy loss
+        (as its input, or through a name that only such losses read): the model's probabilities
+        are then used nowhere else, and removing its softmax changes nothing but the loss."""
+        if self.context.package is not None:
+            return False  # a module of a package: other files may call the model
+        parents = self._parent_map()
+        calls = [n for n in parents if isinstance(n, cst.Call) and dotted_name(n.func) == model]
+        for call in calls:
+            parent = parents.get(call)
+            if isinstance(parent, cst.Arg) and self._feeds_loss(parent, parents):
+                continue
+            if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+                name = parent.targets[0].target.value
+                reads = [n for n in parents if isinstance(n, cst.Name) and n.value == name and n is not parent.targets[0].target]
+                if reads and all(isinstance(parents.get(r), cst.Arg) and self._feeds_loss(parents[r], parents) for r in reads):
+                    continue
+            return False
+        return bool(calls)
+
+    def _feeds_loss(self, arg: cst.CSTNode, parents: dict[cst.CSTNode, cst.CSTNode]) -> bool:
+        call = parents.get(arg)
+        return (isinstance(call, cst.Call) and isinstance(arg, cst.Arg) and argument(call, 0, "input") is arg
+                and self._is_loss(call))
+
+
+def _built(value: cst.BaseExpression) -> cst.Call | None:
+    """The constructor call of ``Net()``, ``Net().to(device)``, ``Net().cuda()``."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
+        value = value.func.value
+    return value if isinstance(value, cst.Call) else None

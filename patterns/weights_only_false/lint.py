@@ -13,7 +13,9 @@ class WeightsOnlyFalse(LintRule):
     """Finds ``torch.load(..., weights_only=False)``.
 
     What it finds:
-        A ``torch.load`` call (under any alias) that passes ``weights_only=False``.
+        A ``torch.load`` call (under any alias) that passes ``weights_only=False``, or a
+        ``pickle_module=`` without ``weights_only`` (``torch.load(path, pickle_module=pickle)``:
+        torch.load then defaults to ``weights_only=False``).
 
     Why it matters:
         With ``weights_only=False`` the file is unpickled: it can hold any object, and loading
@@ -31,12 +33,19 @@ class WeightsOnlyFalse(LintRule):
 
     Not handled:
         ``pickle.load`` and other loaders; ``weights_only`` passed as a variable.
+
+    Differs from TorchFix:
+        ``torch.load(path)`` without ``weights_only`` (TorchFix's TOR102) is not reported,
+        because since PyTorch 2.6 that call loads weights only: asking for
+        ``weights_only=True`` there is noise. What does load arbitrary objects is reported
+        instead: ``weights_only=False`` (which TorchFix accepts) and a ``pickle_module=``
+        without ``weights_only`` (torch.load then defaults to ``weights_only=False``).
     """
 
     ID = "weights-only-false"
     TITLE = "torch.load with weights_only=False (arbitrary code on load)"
     MESSAGE = "weights_only=False unpickles arbitrary objects: loading runs code from the file"
-    REQUIRES = (b"weights_only",)
+    REQUIRES = ((b"weights_only", b"pickle_module"),)
 
     VALID = (
         Valid("""
@@ -44,6 +53,8 @@ class WeightsOnlyFalse(LintRule):
             state = torch.load("model.pt", weights_only=True)
             with torch.serialization.safe_globals([Config]):
                 full = torch.load("full.pt")
+            plain = torch.load("model.pt", pickle_module=None)
+            chosen = torch.load("model.pt", pickle_module=pickle, weights_only=True)
         """),
     )
     INVALID = (
@@ -54,13 +65,33 @@ class WeightsOnlyFalse(LintRule):
             """,
             line=2, column=51, message="safe_globals",
         ),
+        Invalid(
+            """
+            import pickle
+            import torch
+            state = torch.load(path, pickle_module=pickle)
+            """,
+            line=3, column=26, message="defaults to False",
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.context.is_torch(node.func, "torch.load"):
             return
         given = keyword_arg(node, "weights_only")
-        if given is None or not is_false(given.value):
+        if given is None:
+            # torch.load defaults to weights_only=False when a pickle_module is passed
+            module = keyword_arg(node, "pickle_module")
+            if module is not None and not (isinstance(module.value, cst.Name) and module.value.value == "None"):
+                self.report(
+                    module,
+                    f"`pickle_module={self.context.code(module.value)}` without `weights_only` makes torch.load "
+                    "unpickle whatever the file holds (weights_only defaults to False with a pickle_module): "
+                    "loading it can run arbitrary code; drop `pickle_module` and allow-list the classes the "
+                    "checkpoint needs with `torch.serialization.safe_globals([...])`",
+                )
+            return
+        if not is_false(given.value):
             return
         self.report(
             given,

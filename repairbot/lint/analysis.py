@@ -152,13 +152,70 @@ def under_no_grad(context: FileContext, stack: Sequence[cst.CSTNode]) -> bool:
     return False
 
 
-def torch_reference(context: FileContext, qualified: str) -> cst.BaseExpression | None:
-    """``qualified`` (``torch.linalg.cholesky``) written with the file's own aliases
-    (``torch.linalg.cholesky``, ``th.linalg.cholesky``, ``F.interpolate``...): the longest
-    imported module that holds it; None when the file imports none."""
+def _bindings(statement: cst.CSTNode) -> Iterator[tuple[str, str]]:
+    """(local name, full name) of each import in a statement, nested blocks included (``try:`` /
+    ``if``), nested functions and classes not: what running the statement binds in its scope."""
+    if isinstance(statement, SCOPES):
+        return
+    for node in descendants(statement, prune=SCOPES):
+        if type(node) is cst.Import:
+            for alias in node.names:
+                full = dotted_name(alias.name) or ""
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    yield alias.asname.name.value, full
+                else:
+                    yield full.split(".")[0], full.split(".")[0]  # `import torch.nn` binds `torch`
+        elif type(node) is cst.ImportFrom and node.module is not None and not node.relative:
+            if isinstance(node.names, cst.ImportStar):
+                continue
+            base = dotted_name(node.module) or ""
+            for alias in node.names:
+                name = dotted_name(alias.name) or ""
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+                yield local, f"{base}.{name}"
+
+
+def visible_imports(stack: Sequence[cst.CSTNode]) -> dict[str, str]:
+    """The import aliases bound where the visited node (``stack[-1]``) runs: imports of the
+    enclosing bodies that come before it in source order (a function's body sees the imports of
+    the module before the ``def``, not those of a class around it, nor imports of other
+    functions, nor later ones). Innermost bindings win."""
+    found: dict[str, str] = {}
+    in_function = False
+    layers: list[list[tuple[str, str]]] = []
+    for index in range(len(stack) - 2, -1, -1):
+        holder = stack[index]
+        if isinstance(holder, cst.FunctionDef | cst.Lambda):
+            in_function = True
+            continue
+        body = getattr(holder, "body", None)
+        if not isinstance(body, tuple | list):
+            continue
+        owner = stack[index - 1] if index > 0 else None
+        if in_function and isinstance(owner, cst.ClassDef):
+            continue  # a class body's names are not visible inside its methods
+        child = stack[index + 1]
+        if child in body:
+            layer = [binding for statement in body[:body.index(child)] for binding in _bindings(statement)]
+            layers.append(layer)
+    for layer in reversed(layers):  # outermost first, so that inner bindings override
+        found.update(layer)
+    return found
+
+
+def torch_reference(context: FileContext, qualified: str, written: cst.BaseExpression | None = None) -> cst.BaseExpression | None:
+    """``qualified`` (``torch.linalg.cholesky``) written with the aliases bound where the
+    visited node runs (``torch.linalg.cholesky``, ``th.linalg.cholesky``, ``F.interpolate``...):
+    through the alias that ``written`` (the expression being replaced) starts with when it
+    reaches ``qualified``, else the longest imported module that holds it; None when no import
+    visible there does (a fix must never write a name that is not bound where it runs)."""
+    aliases = visible_imports(context.stack)
+    head = reference_head(written) if written is not None else None
+    if head is not None and head in aliases and qualified.startswith(aliases[head] + "."):
+        return cst.parse_expression(head + qualified[len(aliases[head]):])
     best: tuple[int, str] | None = None
-    for local, full in context.imports.aliases.items():
-        if qualified.startswith(full + ".") and (best is None or len(full) > best[0]):
+    for local, full in aliases.items():
+        if (qualified == full or qualified.startswith(full + ".")) and (best is None or len(full) > best[0]):
             best = (len(full), local + qualified[len(full):])
     return cst.parse_expression(best[1]) if best else None
 

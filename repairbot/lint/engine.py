@@ -19,10 +19,11 @@ from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from repairbot.codemod import ImportTable
 from repairbot.lint.rule import FileContext, LintRule, Replacement, Report, handlers
-from repairbot.lint.walk import Handler, imports, walk
+from repairbot.lint.walk import Handler, descendants, imports, walk
 from repairbot.sources import line_endings
 from repairbot.types import Applicability
 
@@ -191,6 +192,103 @@ def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     return computed
 
 
+def _ast_groups(body: Sequence[cst.BaseStatement], nodes: list[ast.stmt]) -> list[ast.stmt] | None:
+    """The Python AST statement that starts each LibCST statement of a body (a line of
+    ``a; b`` is one LibCST statement, two AST ones); None where they do not line up."""
+    firsts: list[ast.stmt] = []
+    index = 0
+    for statement in body:
+        if index >= len(nodes):
+            return None
+        firsts.append(nodes[index])
+        index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+    return firsts if index == len(nodes) else None
+
+
+def _first_line(statement: cst.BaseStatement, node: ast.stmt) -> int:
+    """Where a statement's code starts: its blank and comment lines before it included."""
+    decorators = getattr(node, "decorator_list", None)
+    line: int = min([node.lineno, *(d.lineno for d in decorators)]) if decorators else node.lineno
+    leading: Sequence[cst.EmptyLine] = getattr(statement, "leading_lines", ())
+    return line - len(leading)
+
+
+def statement_positions(
+    module: cst.Module, text: str, paths: set[tuple[cst.CSTNode, ...]], tree: ast.Module | None,
+) -> dict[cst.CSTNode, CodeRange] | None:
+    """The ranges of the nodes inside some statements (each given by its path from the top
+    level down through classes and functions), generating the code of those statements alone,
+    from the line where each starts (Python's own parser says where) and in the indentation of
+    its block; None when that cannot be done exactly (the generated text does not match the
+    file there): the caller then computes them all."""
+    provider = PositionProvider()
+    computed = getattr(provider, "_computed", None)
+    if not isinstance(computed, dict) or tree is None:
+        return None
+    lines = text.splitlines(keepends=True)
+    done: set[cst.CSTNode] = set()
+    for path in paths:
+        body: Sequence[cst.BaseStatement] = module.body
+        nodes: list[ast.stmt] = tree.body
+        indents: list[str] = []
+        for depth, statement in enumerate(path):
+            groups = _ast_groups(body, nodes)
+            if groups is None or not isinstance(statement, cst.BaseStatement) or statement not in body:
+                return None
+            node = groups[list(body).index(statement)]
+            if depth < len(path) - 1:
+                block = getattr(statement, "body", None)
+                if not isinstance(block, cst.IndentedBlock) or not isinstance(getattr(node, "body", None), list):
+                    return None
+                indents.append(block.indent if block.indent is not None else module.default_indent)
+                body, nodes = block.body, getattr(node, "body")  # noqa: B009 (ast.stmt has no body in its type)
+                continue
+            if statement in done:
+                break
+            done.add(statement)
+            state = PositionProvidingCodegenState(
+                default_indent=module.default_indent, default_newline=module.default_newline, provider=provider,
+            )
+            state.indent_tokens = list(indents)
+            first = _first_line(statement, node)
+            state.line = first
+            statement._codegen(state)
+            code = "".join(state.tokens)
+            source = "".join(lines[first - 1 : state.line - 1])  # the code ends with its newline
+            if source != code and source + module.default_newline != code:
+                return None
+    return computed
+
+
+def needed_positions(
+    module: cst.Module, text: str, nodes: set[cst.CSTNode], hints: set[tuple[cst.CSTNode, ...]],
+) -> Mapping[cst.CSTNode, CodeRange]:
+    """Ranges for at least ``nodes``: those of the statements that hold them (the ``hints``,
+    then the top-level statements a walk finds them in), or of the whole module where that
+    fails."""
+    try:
+        tree: ast.Module | None = ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        tree = None
+    found = statement_positions(module, text, hints, tree) if hints else {}
+    if found is not None and all(node in found for node in nodes):
+        return found
+    missing = {node for node in nodes if found is None or node not in found}
+    holders = set(hints)
+    for statement in module.body:
+        if not missing:
+            break
+        held = missing.intersection(descendants(statement))
+        if held:
+            holders.add((statement,))
+            missing -= held
+    if not missing:
+        partial = statement_positions(module, text, holders, tree)
+        if partial is not None and all(node in partial for node in nodes):
+            return partial
+    return positions(module)
+
+
 class _Pass:
     """One lint of one version of the file: its reports with positions, minus suppressed ones."""
 
@@ -200,7 +298,9 @@ class _Pass:
         self.positions: Mapping[cst.CSTNode, CodeRange] = {}
         if not reports:
             return
-        self.positions = positions(module)
+        needed = {node for report in reports for node in (report.node, *report.replacements())}
+        hints = {report.statements for report in reports if report.statements}
+        self.positions = needed_positions(module, text, needed, hints)
         lines = text.split("\n")
         for report in reports:
             where = self.positions[report.node]
@@ -214,8 +314,7 @@ class _Pass:
         for report, where in self.reports:
             edit = None
             if edits and report.replacement is not None:
-                target = report.target or report.node
-                edit = _edit(code, _apply(self.module, {target: report.replacement}).code)
+                edit = _edit(code, _apply(self.module, report.replacements()).code)
             found.append(Finding(
                 path=display, line=where.start.line, column=where.start.column + 1,
                 end_line=where.end.line, end_column=where.end.column + 1,
@@ -228,15 +327,14 @@ class _Pass:
         chosen: dict[cst.CSTNode, Replacement] = {}
         taken: list[CodeRange] = []
         candidates = [
-            (report, self.positions[report.target or report.node]) for report, _ in self.reports
+            (report, [self.positions[node] for node in report.replacements()]) for report, _ in self.reports
             if report.replacement is not None and level.allows(report.applicability)
         ]
-        for report, where in sorted(candidates, key=lambda c: (c[1].start.line, c[1].start.column)):
-            if any(_overlap(where, other) for other in taken):
+        for report, ranges in sorted(candidates, key=lambda c: (c[1][0].start.line, c[1][0].start.column)):
+            if any(_overlap(where, other) for where in ranges for other in taken):
                 continue  # the next pass gets it, on the fixed file
-            assert report.replacement is not None
-            chosen[report.target or report.node] = report.replacement
-            taken.append(where)
+            chosen.update(report.replacements())
+            taken.extend(ranges)
         return chosen
 
 

@@ -14,8 +14,9 @@ pattern, lint rules, or both). It declares:
 
 The engine parses each file once and walks it once for all the rules, calling every rule's
 handlers for each node (their return values are ignored: a rule cannot prune the walk of the
-others). Rules read names through ``self.context.imports`` and ancestors through
-``self.context.stack``; no LibCST metadata is computed while rules run (positions are resolved
+others). Rules read names through ``self.context.imports`` (what a name stands for; a fix writes names
+through ``analysis.torch_reference``, which sees only the imports bound where the code runs)
+and ancestors through ``self.context.stack``; no LibCST metadata is computed while rules run (positions are resolved
 afterwards, only for files with findings). A rule reports nodes, with an optional replacement
 node: the engine applies replacements (``--fix``), never the rule.
 """
@@ -37,6 +38,10 @@ from repairbot.lint.walk import descendants
 from repairbot.types import Applicability
 
 DOC_SECTIONS = ("What it finds", "Why it matters", "Fix safety", "Not handled")
+# sections a rule has only where they apply: where it re-implements a TorchFix check, each
+# deliberate difference from TorchFix's own test fixtures ("differs from TorchFix: ... because ...")
+OPTIONAL_SECTIONS = ("Differs from TorchFix",)
+ALL_SECTIONS = DOC_SECTIONS + OPTIONAL_SECTIONS
 
 Replacement = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]
 
@@ -94,6 +99,19 @@ class Report:
     # (the loop body that receives a statement) than the one the finding points at
     target: cst.CSTNode | None = None
     applicability: Applicability | None = None
+    # more (node, replacement) pairs that belong to the same fix and are applied with it or not
+    # at all (an import renamed with every use of the name it binds)
+    also: tuple[tuple[cst.CSTNode, Replacement], ...] = ()
+    # the statements the walk was in when the rule reported, from the top level down through
+    # classes and functions (empty: unknown, e.g. a report from leave_Module): positions are
+    # then computed for the innermost one alone
+    statements: tuple[cst.CSTNode, ...] = ()
+
+    def replacements(self) -> dict[cst.CSTNode, Replacement]:
+        """Every node this finding's fix swaps, with its replacement."""
+        if self.replacement is None:
+            return {}
+        return {self.target or self.node: self.replacement, **dict(self.also)}
 
     @property
     def fix(self) -> str:
@@ -121,13 +139,6 @@ class FileContext:
     def is_torch(self, node: cst.BaseExpression, *names: str) -> bool:
         """Whether ``node`` names one of ``names`` (``torch.nn.Linear``...) under any import alias."""
         return is_torch_name(self.qualify(node), *names)
-
-    def alias_of(self, module: str) -> str | None:
-        """The local name the file binds ``module`` to (``torch`` for ``import torch``), if any."""
-        for local, full in self.imports.aliases.items():
-            if full == module:
-                return local
-        return None
 
     def parent(self) -> cst.CSTNode | None:
         """The parent of the node being visited."""
@@ -189,14 +200,19 @@ class LintRule:
         replacement: Replacement | None = None,
         target: cst.CSTNode | None = None,
         applicability: Applicability | None = None,
+        also: tuple[tuple[cst.CSTNode, Replacement], ...] = (),
     ) -> None:
         """A finding at ``node``; with ``replacement``, a fix that swaps ``target`` (default
-        ``node``) for it, labelled ``applicability`` (default: the rule's)."""
+        ``node``) for it, and the nodes of ``also`` for theirs, labelled ``applicability``
+        (default: the rule's)."""
         label = applicability or self.APPLICABILITY
         if replacement is not None and label is None:
             raise TypeError(f"{self.ID}: a fix needs an applicability")
+        stack = self.context.stack
         self.reports.append(
-            Report(self.ID, node, message or self.MESSAGE, replacement, target, label if replacement is not None else None)
+            Report(self.ID, node, message or self.MESSAGE, replacement, target,
+                   label if replacement is not None else None, also if replacement is not None else (),
+                   statement_path(stack))
         )
 
     @classmethod
@@ -214,7 +230,24 @@ class LintRule:
         return "/".join(ordered) + (" (some findings: none)" if "none" in kinds else "")
 
 
-_SECTION_TITLE = re.compile(rf"^({'|'.join(map(re.escape, DOC_SECTIONS))}):?\s*$", re.MULTILINE)
+def statement_path(stack: Sequence[cst.CSTNode]) -> tuple[cst.CSTNode, ...]:
+    """The statements on the way to the visited node: the top-level one, then, inside its
+    indented body (a class, a function, a loop, an ``if``, ``with`` or ``try``: not an
+    ``else``), the statement of that body that holds it, and so on."""
+    path: list[cst.CSTNode] = []
+    index = 1
+    while index < len(stack):
+        statement = stack[index]
+        path.append(statement)
+        block = getattr(statement, "body", None)
+        if not (isinstance(statement, cst.BaseCompoundStatement) and isinstance(block, cst.IndentedBlock)
+                and index + 2 < len(stack) and stack[index + 1] is block):
+            break
+        index += 2
+    return tuple(path)
+
+
+_SECTION_TITLE = re.compile(rf"^({'|'.join(map(re.escape, ALL_SECTIONS))}):?\s*$", re.MULTILINE)
 
 
 def parse_sections(doc: str) -> dict[str, str]:
