@@ -144,7 +144,7 @@ class WeightsOnly(Pattern):
     """
 
     ID = "weights-only"
-    TITLE = "torch.load refuses a checkpoint's plain-data objects or a whole pickled model (weights_only=True)"
+    TITLE = "torch.load refuses a checkpoint's plain data or whole pickled model (weights_only=True)"
     TAGS = frozenset({"checkpoint", "serialization"})
     APPLICABILITY = Applicability.SAFE
     SIGNATURES = (
