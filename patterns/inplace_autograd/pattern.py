@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from repairbot.codemod import (
     spans,
 )
 from repairbot.evidence import Evidence, frame_from_json
-from repairbot.facts import place_in
+from repairbot.facts import numel, place_in
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -326,6 +326,42 @@ def _op_matches(op: Mapping[str, Any], modified: Modified) -> bool:
     return dtype is None or not op.get("dtype") or op["dtype"] == dtype
 
 
+# Autograd nodes of view operations: their output shares storage and version counter with the
+# input's base (an in-place op on a view of a view regenerates it as AsStrided).
+_VIEW_NODES = frozenset({
+    "AsStrided", "View", "UnsafeView", "Reshape", "Transpose", "T", "Permute", "Select", "Slice",
+    "Expand", "Squeeze", "Unsqueeze", "Split", "SplitWithSizes", "Unbind", "Narrow", "Diagonal",
+    "Alias", "Unfold", "Unflatten", "ViewAsReal", "ViewAsComplex",
+})
+
+
+def _is_view_node(name: object) -> bool:
+    found = _NODE_NAME.fullmatch(name) if isinstance(name, str) else None
+    return found is not None and found["base"] in _VIEW_NODES
+
+
+def _view_culprits(ops: Sequence[Mapping[str, Any]], modified: Modified) -> list[Mapping[str, Any]]:
+    """In-place ops that can have changed the saved tensor through another view of its base:
+    the saved tensor is a view, the op's target a view with as many elements and the same
+    dtype, and the shared version counter stood at the saved version when the op ran (the
+    record is taken before the op). The base itself is not traced: an op on the base, or on a
+    view of another size, is not linked."""
+    if not _is_view_node(modified.producer):
+        return []
+    dtype = modified.dtype
+    found = []
+    for op in ops:
+        shape = op.get("shape")
+        if not isinstance(shape, Sequence) or not all(isinstance(n, int) for n in shape):
+            continue
+        if (
+            _is_view_node(op.get("producer")) and op.get("version") == modified.expected
+            and numel(op) == numel({"shape": list(modified.shape)}) and (dtype is None or not op.get("dtype") or op["dtype"] == dtype)
+        ):
+            found.append(op)
+    return found
+
+
 # --------------------------------------------------------------------------------------------
 # Where the op is in the source
 
@@ -477,7 +513,10 @@ class InplaceAutograd(Pattern):
         culprit. A tracing rerun records every in-place op on a tensor autograd tracks, with
         its shape, the op that produced the tensor and where it ran (for a module with an
         ``inplace`` switch, where the module was built); the op on a tensor of the message's
-        shape and producer is the one to change. For ``a leaf Variable that requires grad is
+        shape and producer is the one to change. When the saved tensor is a view (``output 0
+        of AsStrided``: ``h += self.ffn(h)`` with ``h = g.view(...)`` changes the reshaped input
+        the Linear saved) and no op matches it, the op on a view of as many elements, made when
+        the shared version counter stood at the saved version, is the one. For ``a leaf Variable that requires grad is
         being used in an in-place operation`` the failing line is the update itself: autograd
         cannot record an in-place change of a leaf it must differentiate with respect to.
 
@@ -503,7 +542,9 @@ class InplaceAutograd(Pattern):
         used inside a larger expression or bound to another name; methods without an
         out-of-place twin (``copy_``, ``zero_``, ``fill_``, ``normal_``...); a tensor without
         autograd history changed in place (an input or a buffer; the message names no
-        producer); several statements that each match the message; modules built inside a
+        producer); several statements that each match the message (two same-sized views at
+        the saved version: the trace does not record a view's base); an op on the base of a
+        saved view, or on a view of another size; modules built inside a
         library (``torchvision`` models: the report says to switch their ``inplace`` off); a
         leaf update on the same line as its loop header, or in a file that imports no torch
         name; messages of PyTorch before 1.1, which do not name the tensor.
@@ -554,6 +595,9 @@ class InplaceAutograd(Pattern):
         if evidence is None or "inplace-ops" not in evidence.probes:
             return self.decline("no in-place operations were traced for this failure (the tracing rerun did not run)")
         matching = [op for op in evidence.inplace_ops if _op_matches(op, modified)]
+        through_view = not matching
+        if through_view:
+            matching = _view_culprits(evidence.inplace_ops, modified)
         if not matching:
             return self.decline(
                 f"none of the {len(evidence.inplace_ops)} traced in-place operations since the last "
@@ -581,6 +625,14 @@ class InplaceAutograd(Pattern):
         sites = {(p.site.file, p.site.span, tuple(sorted(p.site.params.items()))) for p in plans if p.site}
         if len(sites) != 1 or plans[0].site is None:
             return self.decline(f"several in-place operations in the statement at {_location(plans[0].where)} changed {modified.what}")
+        if through_view:
+            op = chosen[0]
+            return replace(plans[0].site, evidence_text=(
+                f"{plans[0].site.evidence_text}; the {op.get('op')} changed a {_shape_text(op.get('shape'))} view "
+                f"({node_name(str(op.get('producer')))}), which shares its version counter with the saved "
+                f"{modified.shape_text} view: it was the only in-place operation on a view of as many elements "
+                f"at version {modified.expected}"
+            ))
         return plans[0].site
 
     # the modified-tensor error -------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""weights-only: a checkpoint holding plain Python or NumPy objects, refused by ``torch.load``'s
-``weights_only=True`` default (torch >= 2.6)."""
+"""weights-only: a checkpoint holding plain Python or NumPy objects, or a whole pickled model,
+refused by ``torch.load``'s ``weights_only=True`` default (torch >= 2.6)."""
 
 from __future__ import annotations
 
@@ -92,12 +92,15 @@ class AllowlistGlobals(SiteTransformer):
 
 
 class WeightsOnly(Pattern):
-    """Allowlists a checkpoint's plain-data globals around the ``torch.load`` that refuses them.
+    """Allowlists a checkpoint's plain-data globals, or a whole model's nn.Module classes, around
+    the ``torch.load`` that refuses them.
 
     What it fixes:
         A checkpoint saved with more than tensors, ``torch.save({"args": args, "state":
         model.state_dict(), "best_acc": np.float64(...)}, path)``, loaded back with a plain
-        ``torch.load(path)`` on torch 2.6 or later: the usual resume-from-checkpoint code.
+        ``torch.load(path)`` on torch 2.6 or later: the usual resume-from-checkpoint code. A
+        whole model saved with ``torch.save(model, path)`` and loaded back the same way
+        (``Unsupported global: GLOBAL __main__.Net``).
 
     Why it fails:
         Since 2.6 ``torch.load`` defaults to ``weights_only=True``: it unpickles tensors and a
@@ -116,18 +119,24 @@ class WeightsOnly(Pattern):
         for ``import numpy as np``) and a missing import (``import argparse``, ``import
         numpy as np``) is added before the first import. A global saved under an older module
         path is given as a pair, ``(np._core.multiarray.scalar, "numpy.core.multiarray.scalar")``.
-        A load already inside such a ``with`` gets the missing names added to its list.
+        A load already inside such a ``with`` gets the missing names added to its list. A whole
+        model gets its own classes (``Net`` where the script defines it, ``models.SmallCNN``
+        through the load site's imports) and torch's (``nn.Linear``) listed.
 
     Fix safety:
-        Safe. Only plain data types are ever allowlisted (``argparse.Namespace``, NumPy
+        Safe for plain data; unsafe when classes of a model are allowlisted: the project's own
+        nn.Module subclasses (a class defined at module level of the script or of a traced
+        project module, whose bases lead to ``torch.nn.Module`` in the source) run their code at
+        load. Otherwise only plain data types are ever allowlisted (``argparse.Namespace``, NumPy
         scalars, arrays and dtypes, ``collections`` containers, builtins such as ``set``), and
         only for the one statement; ``weights_only=True`` stays in force for everything else.
         ``weights_only=False`` is never written: it would also load the file, and run any code
         it holds; that choice is the user's, for files they trust.
 
     Not handled:
-        A checkpoint whose globals include anything else (a class of the project, a function,
-        ``functools.partial``, an OmegaConf config): declined with the list of globals and the
+        A checkpoint whose globals include anything else (a class of the project that is not an
+        nn.Module, a function, ``functools.partial``, an OmegaConf config), or a model class not
+        imported at the load site: declined with the list of globals and the
         two remedies (allowlist them with ``safe_globals`` if the file is trusted, or resave the
         checkpoint with plain types). A run without the ``unsafe-globals`` evidence (the list
         of globals is unknown). A load in the header of a compound statement (``for k, v in
@@ -135,7 +144,7 @@ class WeightsOnly(Pattern):
     """
 
     ID = "weights-only"
-    TITLE = "torch.load refuses a checkpoint's plain-data objects (weights_only=True)"
+    TITLE = "torch.load refuses a checkpoint's plain data or whole pickled model (weights_only=True)"
     TAGS = frozenset({"checkpoint", "serialization"})
     APPLICABILITY = Applicability.SAFE
     SIGNATURES = (
@@ -181,11 +190,12 @@ class WeightsOnly(Pattern):
                 f"get_unsafe_globals_in_checkpoint lists no global for {checkpoint}: the load fails for another "
                 "reason than an allowlist can fix"
             )
-        refused = [entry.name for entry in needed if not is_plain_data(entry.name)]
+        classes = _model_classes(needed, failure, evidence, sources)
+        refused = [entry.name for entry in needed if not is_plain_data(entry.name) and entry.name not in classes]
         if refused:
             return self.decline(
-                f"{checkpoint} needs globals that are not plain data: {', '.join(refused)}; allowlisting them "
-                "would let the file run their code",
+                f"{checkpoint} needs globals that are neither plain data nor nn.Module classes of the project or "
+                f"of torch: {', '.join(refused)}; allowlisting them would let the file run their code",
                 diagnosis=_remedy([entry.name for entry in needed]),
                 at=frame,
             )
@@ -206,23 +216,29 @@ class WeightsOnly(Pattern):
         found = _statement_of(wrapper, frame)
         if isinstance(found, str):
             return self.decline(found, diagnosis=_remedy([entry.name for entry in needed]), at=frame)
-        return self._site(wrapper, path, frame, found, needed, checkpoint, record)
+        return self._site(wrapper, path, frame, found, needed, checkpoint, record, classes)
 
     def _site(
         self, wrapper: MetadataWrapper, path: Path, frame: Frame, statement: cst.SimpleStatementLine,
         needed: Sequence[_Global], checkpoint: str, record: Mapping[str, Any],
+        classes: Mapping[str, _ModelClass],
     ) -> Site | Decline:
         module = wrapper.module
         positions = spans(wrapper)
         where = place(frame)
         visible = _visible_imports(wrapper, statement)
+        project = {name: found for name, found in classes.items() if found.file is not None}
+        named = _project_class_names(project, path, visible)
+        if isinstance(named, str):
+            return self.decline(named, diagnosis=_remedy([entry.name for entry in needed]), at=frame)
         torch_name = _local_name_of(visible, "torch")
         if torch_name is None:
             return self.decline(
                 f"{report_path(path)} has no `import torch` to write torch.serialization.safe_globals with",
                 diagnosis=_remedy([entry.name for entry in needed]), at=frame,
             )
-        spelled = _spell(module, visible, needed)
+        spelled = _spell(module, visible, needed, named)
+        applicability = Applicability.UNSAFE if classes else self.APPLICABILITY
         existing = _enclosing_safe_globals(wrapper, statement, visible)
         loader = _loader_text(wrapper, frame)
         names = ", ".join(entry.name for entry in needed)
@@ -239,13 +255,18 @@ class WeightsOnly(Pattern):
         evidence_text = (
             f"get_unsafe_globals_in_checkpoint({report_path(Path(checkpoint))}) lists {scanned}"
             + (f"; loading then also asked for {built}" if built else "")
-            + "; all are plain data types"
+            + _kinds_text(needed, classes)
             + ("; the evidence rerun loaded the file with them allowlisted" if record.get("loads") else "")
         )
-        notes = (
+        notes: tuple[str, ...] = (
             "weights_only=False would load the file as well, but lets it run arbitrary code: use it only for "
             "files you trust; it was not written.",
         )
+        if project:
+            notes += (
+                f"Unsafe: loading runs the code of {', '.join(sorted(named.values()))} (the project's own "
+                "classes); saving model.state_dict() and loading it into a new model needs no allowlist.",
+            )
         if existing is not None:
             listed, list_span = existing
             missing = [s for s in spelled.elements if s not in listed]
@@ -261,7 +282,7 @@ class WeightsOnly(Pattern):
                     f"Added {', '.join(missing)} to the safe_globals([...]) list around {loader} at {where}: "
                     f"{checkpoint} also holds {names}"
                 ),
-                applicability=self.APPLICABILITY, evidence=evidence, evidence_text=evidence_text, notes=notes,
+                applicability=applicability, evidence=evidence, evidence_text=evidence_text, notes=notes,
                 extra_spans=self._import_anchor(wrapper, spelled),
             )
         anchors = self._import_anchor(wrapper, spelled)
@@ -282,7 +303,7 @@ class WeightsOnly(Pattern):
                 f"Wrapped {shown} in `with {shown_context}:` so that weights_only=True (torch >= 2.6) loads "
                 f"{report_path(Path(checkpoint))}, which holds {names}{added}"
             ),
-            applicability=self.APPLICABILITY, evidence=evidence, evidence_text=evidence_text, notes=notes,
+            applicability=applicability, evidence=evidence, evidence_text=evidence_text, notes=notes,
             extra_spans=anchors,
         )
 
@@ -360,8 +381,9 @@ def _remedy(names: Sequence[str]) -> str:
     return (
         f"if you trust the file, allowlist {listed} around the load: `with torch.serialization.safe_globals([...]):` "
         "(or torch.serialization.add_safe_globals once); otherwise resave the checkpoint with plain types "
-        "(vars(args) instead of an argparse.Namespace, float() instead of NumPy scalars). weights_only=False also "
-        "loads it, but runs any code the file holds"
+        "(vars(args) instead of an argparse.Namespace, float() instead of NumPy scalars"
+        + ("; model.state_dict() instead of the whole model" if any(_TORCH_MODULE_CLASS.match(n) for n in names) else "")
+        + "). weights_only=False also loads it, but runs any code the file holds"
     )
 
 
@@ -448,13 +470,19 @@ class _Spelling:
     imports: list[str]  # import statements to add
 
 
-def _spell(module: cst.Module, imports: ImportTable, needed: Sequence[_Global]) -> _Spelling:
-    """Each global as code that names it in this file, and the imports that makes work."""
+def _spell(
+    module: cst.Module, imports: ImportTable, needed: Sequence[_Global], named: Mapping[str, str]
+) -> _Spelling:
+    """Each global as code that names it in this file (``named``: the project's classes, already
+    spelled), and the imports that makes work."""
     elements: list[str] = []
     added: list[str] = []
     added_aliases: dict[str, str] = {}
     for entry in needed:
-        target = entry.resolved or entry.name
+        if entry.name in named:
+            elements.append(named[entry.name])
+            continue
+        target = _public_torch_name(entry.resolved or entry.name)
         code = _expression_for(imports, target, added_aliases)
         if code is None:
             top = target.split(".")[0]
@@ -462,7 +490,7 @@ def _spell(module: cst.Module, imports: ImportTable, needed: Sequence[_Global]) 
             added.append(f"import {top} as {alias}" if alias != top else f"import {top}")
             added_aliases[top] = alias
             code = alias + target[len(top):]
-        if entry.resolved and entry.resolved != entry.name:
+        if entry.resolved and entry.resolved != entry.name and not _TORCH_MODULE_CLASS.match(entry.name):
             # saved under an older module path: safe_globals matches the checkpoint's name
             code = f"({code}, {string_literal(module, entry.name)})"
         elements.append(code)
@@ -523,3 +551,133 @@ def _extended(listed: cst.List, new: Sequence[cst.BaseExpression]) -> cst.List:
     added = [cst.Element(value, comma=separator) for value in new]
     added[-1] = added[-1].with_changes(comma=trailing if trailing is not None else cst.MaybeSentinel.DEFAULT)
     return listed.with_changes(elements=[*elements, *added])
+
+
+# --------------------------------------------------------------------------------------------
+# A whole pickled model: the nn.Module classes it names
+
+# A class of torch's own nn modules, as a pickled model names it.
+_TORCH_MODULE_CLASS = re.compile(r"torch\.nn\.modules\.\w+\.(?P<cls>[A-Z]\w*)\Z")
+# Classes of torch.nn.modules that torch.nn does not re-export (MultiheadAttention's out_proj).
+_NOT_IN_TORCH_NN = frozenset({"NonDynamicallyQuantizableLinear"})
+# torch.nn classes that are not modules: subclassing one does not make an nn.Module.
+_NOT_MODULES = re.compile(r"(Uninitialized)?(Parameter|Buffer)\Z")
+
+
+@dataclass(frozen=True)
+class _ModelClass:
+    name: str  # the class's name in its module
+    file: Path | None  # the project file that defines it; None for torch's own module classes
+
+
+def _public_torch_name(target: str) -> str:
+    """``torch.nn.Linear`` for ``torch.nn.modules.linear.Linear``: the name the code uses."""
+    found = _TORCH_MODULE_CLASS.match(target)
+    if found is None or found["cls"] in _NOT_IN_TORCH_NN:
+        return target
+    return f"torch.nn.{found['cls']}"
+
+
+def _model_classes(
+    needed: Sequence[_Global], failure: Failure, evidence: Evidence | None, sources: Sources
+) -> dict[str, _ModelClass]:
+    """The globals that are nn.Module classes: torch's own, and classes the project defines at
+    module level whose bases lead to ``torch.nn.Module`` in its source (a plain class, a
+    dataclass, a function of the project is not one)."""
+    script = next((f for f in failure.frames if f.user and f.function == "<module>"), None)
+    files = [Path(f) for f in getattr(evidence, "imported_files", ()) or ()]
+    found: dict[str, _ModelClass] = {}
+    for entry in needed:
+        name = entry.resolved or entry.name
+        torch_class = _TORCH_MODULE_CLASS.match(name)
+        if torch_class is not None:
+            found[entry.name] = _ModelClass(torch_class["cls"], None)
+            continue
+        module_name, _, class_name = name.rpartition(".")
+        file = Path(script.file) if module_name == "__main__" and script else _module_file(module_name, files)
+        if file is not None and _is_module_subclass(sources, file, class_name, files, set()):
+            found[entry.name] = _ModelClass(class_name, file)
+    return found
+
+
+def _module_file(module_name: str, files: Sequence[Path]) -> Path | None:
+    """The project file of an imported module (``models`` -> models.py), from the traced imports."""
+    if not module_name or module_name == "__main__":
+        return None
+    tail = module_name.replace(".", "/")
+    for file in files:
+        text = file.as_posix()
+        if any(text == end or text.endswith("/" + end) for end in (f"{tail}.py", f"{tail}/__init__.py")):
+            return file
+    return None
+
+
+def _is_module_subclass(sources: Sources, file: Path, class_name: str, files: Sequence[Path], seen: set[str]) -> bool:
+    key = f"{file}:{class_name}"
+    if key in seen or not class_name.isidentifier():
+        return False
+    seen.add(key)
+    try:
+        module = sources.module(file)
+    except Exception:  # not readable or not Python: the class is not proved to be a module
+        return False
+    classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+    definition = classes.get(class_name)
+    if definition is None:
+        return False
+    imports = ImportTable(module)
+    for base in definition.bases:
+        if base.keyword is not None:
+            continue
+        local = dotted_name(base.value)
+        if local in classes and _is_module_subclass(sources, file, local, files, seen):
+            return True
+        qualified = imports.qualify(base.value)
+        if qualified is None:
+            continue
+        head, _, attr = qualified.rpartition(".")
+        if (head == "torch.nn" or head.startswith("torch.nn.modules.")) and attr[:1].isupper() and not _NOT_MODULES.match(attr):
+            return True
+        other = _module_file(head, files)
+        if other is not None and _is_module_subclass(sources, other, attr, files, seen):
+            return True
+    return False
+
+
+def _project_class_names(
+    project: Mapping[str, _ModelClass], load_file: Path, imports: ImportTable
+) -> dict[str, str] | str:
+    """Each project class as the load site names it: bare in its own file, else through the
+    file's imports; a reason when one is not imported there (its module would be imported by
+    the fix alone, running code the script never ran at that point)."""
+    named: dict[str, str] = {}
+    for name, found in project.items():
+        if found.file is not None and found.file.resolve() == load_file.resolve():
+            named[name] = found.name
+            continue
+        module_name = name.rpartition(".")[0]
+        code = _expression_for(imports, name, {}) if module_name != "__main__" else None
+        if code is None:
+            return (
+                f"the checkpoint names the project's class {name}, which is not imported at the load in "
+                f"{report_path(load_file)}"
+            )
+        named[name] = code
+    return named
+
+
+def _kinds_text(needed: Sequence[_Global], classes: Mapping[str, _ModelClass]) -> str:
+    plain = [e.name for e in needed if e.name not in classes]
+    project = [e.name for e in needed if e.name in classes and classes[e.name].file is not None]
+    torch_classes = [e.name for e in needed if e.name in classes and classes[e.name].file is None]
+    parts = []
+    if plain:
+        parts.append(f"{'all are' if not classes else ', '.join(plain) + ' are'} plain data types")
+    if project:
+        defined = ", ".join(
+            f"{name} ({report_path(cast_file)})" for name in project if (cast_file := classes[name].file) is not None
+        )
+        parts.append(f"{defined} {'is an nn.Module subclass' if len(project) == 1 else 'are nn.Module subclasses'} of the project")
+    if torch_classes:
+        parts.append(f"{len(torch_classes)} {'is' if len(torch_classes) == 1 else 'are'} torch's own module classes")
+    return "; " + "; ".join(parts)
