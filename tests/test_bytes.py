@@ -162,6 +162,12 @@ def _moved_evidence(data: Any, variant: OddVariant, file: str, before: bytes) ->
     """The recorded evidence with every position in ``file`` moved as the variant moved it."""
     if isinstance(data, list):
         return [_moved_evidence(item, variant, file, before) for item in data]
+    if isinstance(data, str):
+        # a recorded construction site, "train.py:10" (a failing module's "site")
+        where, _, line = data.rpartition(":")
+        if where == file and line.isdigit():
+            return f"{where}:{variant.position(before, (int(line), 0))[0]}"
+        return data
     if not isinstance(data, dict):
         return data
     moved = {key: _moved_evidence(value, variant, file, before) for key, value in data.items()}
