@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
@@ -99,8 +102,10 @@ class BatchnormSingleSample(Pattern):
         Unsafe: each epoch skips the last ``len(dataset) % batch_size`` samples (different
         ones each epoch when the loader shuffles), and a training loop that counts batches
         sees one fewer. Made only for a loader of a loop that trains (calls ``backward`` or
-        ``step``), with a batch size over 1 and no sampler of its own, after a full batch was
-        seen in the same run.
+        ``step``), with a batch size over 1 and no sampler of its own, whose dataset holds more
+        than one batch (the harness's record of the loader's last batch; without one, a full
+        batch seen earlier in the run): a dataset smaller than one batch is diagnosed, since
+        ``drop_last`` would leave nothing to train on.
 
     Not handled:
         Loaders built by a library or passed through several functions; a batch of one made
@@ -173,7 +178,17 @@ class BatchnormSingleSample(Pattern):
         if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
             return self.decline(f"{got}; {loader.name} already sets drop_last", diagnosis=self.remedy(), at=built_at)
         seen = int((evidence.limits if evidence else {}).get("batches") or 0)
-        if seen < 2:
+        planned = _last_batch_plan(evidence, built_at)
+        if planned is not None and int(planned.get("dataset") or 0) <= int(planned.get("batch_size") or 0):
+            # the whole dataset is one partial batch: drop_last would train on nothing, and pass
+            return self.decline(
+                f"{got}: {loader.name} holds {planned.get('dataset')} sample(s), fewer than one batch of "
+                f"{planned.get('batch_size')}; drop_last would leave no batch at all",
+                diagnosis=f"Check the dataset behind {loader.name} (built at {place(built_at)}): it holds "
+                          f"{planned.get('dataset')} sample(s), fewer than one batch.",
+                at=built_at,
+            )
+        if planned is None and seen < 2:
             return self.decline(
                 f"{got}: the first batch of {loader.name} already has one sample, so the dataset is smaller than a "
                 "batch; drop_last would leave no batch at all",
@@ -207,6 +222,23 @@ class BatchnormSingleSample(Pattern):
         return ("Avoid batches of one sample in training mode: drop_last=True on the training DataLoader when "
                 "the last batch is the one, a batch size over 1, model.eval() for evaluation and single-sample "
                 "inference, or GroupNorm/LayerNorm instead of BatchNorm.")
+
+
+def _last_batch_plan(evidence: Evidence | None, built_at: Frame) -> Mapping[str, Any] | None:
+    """The harness's record of the real run's last batch for the DataLoader built at ``built_at``
+    (its dataset size and own batch size), when the run made one."""
+    plans = (evidence.limits if evidence else {}).get("last_batches") or []
+    for plan in plans:
+        site = plan.get("site") if isinstance(plan, Mapping) else None
+        if not isinstance(site, str):
+            continue
+        file, _, line = site.rpartition(":")
+        if not line.isdigit() or int(line) != built_at.line:
+            continue
+        recorded, wanted = Path(file).as_posix(), Path(built_at.file).as_posix()
+        if recorded == wanted or recorded.endswith("/" + wanted) or wanted.endswith("/" + recorded):
+            return dict(plan)
+    return None
 
 
 def _loader(failure: Failure, evidence: Evidence | None, sources: Sources) -> Loader | None:
