@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -182,17 +182,22 @@ def _meaning(expected: Sequence[int], got: Sequence[int]) -> str:
     return "; ".join(parts) or "same sizes"
 
 
+def _callers_of_forward(failure: Failure, sources: Sources) -> Iterator[tuple[Frame, Source]]:
+    """The user frames outside ``forward``, innermost first, with their sources: where the loop
+    that feeds the RNN, and its hidden state, are written."""
+    for frame in reversed(failure.frames):
+        if frame.user and frame.function != "forward":
+            src = source(sources, frame.file)
+            if src is not None:
+                yield frame, src
+
+
 def _init_call(
     failure: Failure, evidence: Evidence | None, sources: Sources, batch: int
 ) -> tuple[Source, cst.Call, str, str, Frame, Frame] | str:
     """The per-batch ``init_hidden(...)`` call of the loop that feeds the RNN, its parameter, and
     the batch-size expression of the loop's own tensor; or why there is none."""
-    for frame in reversed(failure.frames):
-        if not frame.user or frame.function == "forward":
-            continue
-        src = source(sources, frame.file)
-        if src is None:
-            continue
+    for frame, src in _callers_of_forward(failure, sources):
         loops = [n for n in src.around(frame.line, cst.For)]
         if not loops:
             continue
@@ -239,12 +244,7 @@ def _state_made(
 ) -> tuple[str, Frame] | None:
     """Where the state given to the RNN was made: the last assignment, before the failing line of a
     user frame outside ``forward``, of the one local the run recorded with the state's shape."""
-    for frame in reversed(failure.frames):
-        if not frame.user or frame.function == "forward":
-            continue
-        src = source(sources, frame.file)
-        if src is None:
-            continue
+    for frame, src in _callers_of_forward(failure, sources):
         names = [name for name, value in local_tensors(evidence, frame).items() if shape_of(value) == list(got)]
         if len(names) != 1:
             continue
