@@ -97,6 +97,7 @@ class Pattern(Unit):
         listed_in="`repairbot patterns`",
     )
     TAGS: ClassVar[frozenset[str]] = frozenset()
+    APPLICABILITY: ClassVar[Applicability]
     SIGNATURES: ClassVar[tuple[Signature, ...]]
     EVIDENCE: ClassVar[frozenset[str]] = frozenset()
     # Opt-in harness probes: PROBES are cheap and on in every run while the pattern is

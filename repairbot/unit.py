@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar, cast
 
 from repairbot.types import Applicability, BadInput
 
@@ -138,13 +138,21 @@ def folders() -> tuple[tuple[str, tuple[Path, ...]], ...]:
     )
 
 
-@functools.cache
 def discover(base: type[U]) -> tuple[type[U], ...]:
     """Every unit of ``base``'s kind: the ``base`` subclasses defined in the kind's file of
     each folder, in id order. A folder without that file has no unit of the kind."""
+    if base not in _discovered:
+        _discovered[base] = _discover(base)
+    return cast(tuple[type[U], ...], _discovered[base])
+
+
+_discovered: dict[type[Unit], tuple[type[Unit], ...]] = {}
+
+
+def _discover(base: type[Unit]) -> tuple[type[Unit], ...]:
     kind = base.KIND
     module_name = kind.file.removesuffix(".py")
-    found: list[type[U]] = []
+    found: list[type[Unit]] = []
     for name, paths in folders():
         if not any((path / kind.file).is_file() for path in paths):
             continue
@@ -168,7 +176,7 @@ def discover(base: type[U]) -> tuple[type[U], ...]:
 
 class Identified(Protocol):
     @property
-    def ID(self) -> str: ...  # noqa: N802 (the units' own attribute name)
+    def ID(self) -> str: ...
 
 
 T = TypeVar("T", bound=Identified)

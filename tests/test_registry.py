@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -14,23 +11,9 @@ from repairbot.lint.rule import LintRule
 from repairbot.pattern import Pattern
 from repairbot.types import Applicability, BadInput
 from repairbot.unit import DocFormat, discover
+from tests.support import catalogue_generator
 
-
-def _load_generator() -> ModuleType:
-    """scripts/gen_docs.py, loaded by path (scripts/ is not a package)."""
-    if "gen_docs" in sys.modules:
-        return sys.modules["gen_docs"]
-    script = Path(__file__).resolve().parent.parent / "scripts" / "gen_docs.py"
-    spec = importlib.util.spec_from_file_location("gen_docs", script)
-    assert spec is not None and spec.loader is not None
-    generator = importlib.util.module_from_spec(spec)
-    sys.modules["gen_docs"] = generator  # its dataclasses look their module up
-    spec.loader.exec_module(generator)
-    return generator
-
-
-gen_docs = _load_generator()
-
+gen_docs = catalogue_generator()
 PATTERNS = registry.all_patterns()
 CONTRACT_IDS = {
     "linear-in-features", "device-mismatch", "inplace-autograd", "target-shape", "map-location",

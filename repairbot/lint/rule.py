@@ -204,13 +204,13 @@ class LintRule(Unit):
         *,
         replacement: Replacement | None = None,
         target: cst.CSTNode | None = None,
-        applicability: Applicability = Applicability.NONE,
+        applicability: Applicability | None = None,
         also: tuple[tuple[cst.CSTNode, Replacement], ...] = (),
     ) -> None:
         """A finding at ``node``; with ``replacement``, a fix that swaps ``target`` (default
         ``node``) for it, and the nodes of ``also`` for theirs, labelled ``applicability``
         (default: the rule's)."""
-        label = applicability if applicability is not Applicability.NONE else self.APPLICABILITY
+        label = self.APPLICABILITY if applicability is None else applicability
         if replacement is not None and label not in (Applicability.SAFE, Applicability.UNSAFE):
             raise TypeError(f"{self.ID}: a fix needs an applicability, safe or unsafe")
         stack = self.context.stack
