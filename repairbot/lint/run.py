@@ -31,7 +31,7 @@ from repairbot.lint.rule import LintRule
 from repairbot.notebook import file_diff
 from repairbot.output.diff import unified_diff
 from repairbot.sources import write_atomic
-from repairbot.types import BadInput
+from repairbot.types import Applicability, BadInput
 
 PARALLEL_MIN_FILES = 16
 CHUNK_FILES = 8
@@ -76,12 +76,12 @@ class LintReport:
     @property
     def fixable(self) -> int:
         """Findings left that --fix would fix."""
-        return sum(f.fix == "safe" for f in self.findings)
+        return sum(f.fix is Applicability.SAFE for f in self.findings)
 
     @property
     def unsafe_fixable(self) -> int:
         """Findings left that only --unsafe-fixes would fix."""
-        return sum(f.fix == "unsafe" for f in self.findings)
+        return sum(f.fix is Applicability.UNSAFE for f in self.findings)
 
     @property
     def unchecked(self) -> tuple[Finding, ...]:
