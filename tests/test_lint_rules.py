@@ -132,6 +132,21 @@ def test_findings_carry_the_applicability_enum_and_print_its_word() -> None:
     assert f"{Applicability.NONE}" == "none" and Applicability("none") is Applicability.NONE
 
 
+@pytest.mark.parametrize("label", [None, Applicability.NONE, Applicability.DIAGNOSE_ONLY])
+def test_a_fix_without_a_safe_or_unsafe_label_is_a_bug_of_the_rule(label: Applicability | None) -> None:
+    class UnlabelledFix(LintRule):
+        """Replaces every ``pass`` (and claims no applicability for it)."""
+
+        ID = "unlabelled-fix"
+        TITLE = MESSAGE = "x"
+
+        def visit_Pass(self, node: cst.Pass) -> None:
+            self.report(node, replacement=cst.Expr(cst.Ellipsis()), applicability=label)
+
+    result = lint_bytes(b"pass\n", Path("example.py"), "example.py", [UnlabelledFix], FixLevel.UNSAFE)
+    assert result.error is not None and "a fix needs an applicability, safe or unsafe" in result.error
+
+
 # --------------------------------------------------------------------------------------------
 # Real code: fixes that break nothing, prefilters that skip nothing, positions of the
 # statements with findings equal to those of the whole module
