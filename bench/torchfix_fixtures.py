@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from repairbot.lint.engine import FixLevel, lint_bytes  # noqa: E402
-from repairbot.lint.registry import all_rules  # noqa: E402
+from repairbot.registry import all_rules  # noqa: E402
 
 # TorchFix code -> the repairbot rule that covers it
 COVERED = {

@@ -19,10 +19,10 @@ import libcst as cst
 from repairbot.classify import Candidate, candidates, environment_problem
 from repairbot.evidence import Evidence
 from repairbot.lint.engine import FixLevel, apply_edit, lint_bytes, package_of
-from repairbot.lint.registry import rules_by_id
 from repairbot.notebook import Notebook
 from repairbot.output.diff import unified_diff
 from repairbot.pattern import Pattern, TransformError
+from repairbot.registry import rules_by_id
 from repairbot.sources import SourceError, Sources, relative_path
 from repairbot.trace.runner import Limits, Runner, RunRequest, RunResult
 from repairbot.types import (

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from repairbot.output.diff import split_lines  # at "\n" only, as Python counts lines
-from repairbot.types import BadInput
+from repairbot.types import Applicability, BadInput
 
 SUFFIX = ".ipynb"
 # One physical line, so that the cells' lines keep their numbers past it.
@@ -710,7 +710,7 @@ def _lint_notebook(path: Path, display: str, rules: Any, fix: Any, edits: bool, 
             return FileResult(display, 0, parsed=False, notes=(f"skipped: {message}",) if "kernel" in message else ())
         return FileResult(
             display, 0, parsed=True,
-            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read the notebook: {message}", "none"),),
+            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read the notebook: {message}", Applicability.NONE),),
         )
     result = lint_bytes(notebook.program_bytes, path, display, rules, fix, edits, package)
 

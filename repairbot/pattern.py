@@ -1,10 +1,10 @@
 """The pattern authoring API: one failure class, how to recognise it, where and how to fix it.
 
-A pattern is one class in ``patterns/<snake_id>/pattern.py``. Its docstring is its user
-documentation, in fixed sections (``What it fixes``, ``Why it fails``, ``Example``, ``Fix
-safety``, ``Not handled``). It declares:
+A pattern is one class in ``patterns/<snake_id>/pattern.py``, a unit of the catalogue
+(``repairbot.unit``). Its docstring is its user documentation, in fixed sections (``What it
+fixes``, ``Why it fails``, ``Example``, ``Fix safety``, ``Not handled``). It declares:
 
-- ``ID``, ``TITLE``, ``TAGS``, ``APPLICABILITY``;
+- ``ID``, ``TITLE``, ``TAGS``, ``APPLICABILITY`` (``DIAGNOSE_ONLY`` for a pattern that never edits);
 - ``SIGNATURES``: exception types plus a message regex with named groups, older message forms
   too. The classifier matches these against a failure;
 - ``EVIDENCE``: the probes it reads from a traced run;
@@ -13,13 +13,12 @@ safety``, ``Not handled``). It declares:
 - ``Transformer``: a LibCST transformer built from the ``Site`` that rewrites only the node at
   the site's span.
 
-The registry discovers pattern folders; there is no list to edit.
+``repairbot.unit.discover`` finds the pattern folders; there is no list to edit.
 """
 
 from __future__ import annotations
 
 import re
-import textwrap
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -31,8 +30,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from repairbot.evidence import Evidence
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
-
-DOC_SECTIONS = ("What it fixes", "Why it fails", "Example", "Fix safety", "Not handled")
+from repairbot.unit import DocFormat, Kind, Unit
 
 
 @dataclass(frozen=True)
@@ -88,11 +86,16 @@ class SiteTransformer(cst.CSTTransformer):
         return self.span(node) in self.site.extra_spans
 
 
-class Pattern:
+class Pattern(Unit):
     """Base class of every pattern; see the module docstring."""
 
-    ID: ClassVar[str]
-    TITLE: ClassVar[str]
+    KIND: ClassVar[Kind] = Kind(
+        name="pattern",
+        file="pattern.py",
+        doc=DocFormat(required=("What it fixes", "Why it fails", "Example", "Fix safety", "Not handled")),
+        one_per_file=True,
+        listed_in="`repairbot patterns`",
+    )
     TAGS: ClassVar[frozenset[str]] = frozenset()
     APPLICABILITY: ClassVar[Applicability]
     SIGNATURES: ClassVar[tuple[Signature, ...]]
@@ -173,27 +176,6 @@ class Pattern:
         text = cls.REMEDY or " ".join(cls.documentation().get("", "").split())
         return text.replace("``", "`")  # docstrings quote code reST-style
 
-    @classmethod
-    def documentation(cls) -> dict[str, str]:
-        """The docstring's sections by title (the first paragraph under ``""``)."""
-        return parse_sections(cls.__doc__ or "")
-
 
 class TransformError(Exception):
     """A transformer did not make exactly the one change its site asked for."""
-
-
-_SECTION_TITLE = re.compile(rf"^({'|'.join(map(re.escape, DOC_SECTIONS))}):?\s*$", re.MULTILINE)
-
-
-def parse_sections(doc: str) -> dict[str, str]:
-    import inspect
-
-    text = inspect.cleandoc(doc)
-    sections: dict[str, str] = {}
-    marks = list(_SECTION_TITLE.finditer(text))
-    sections[""] = text[: marks[0].start()].strip() if marks else text.strip()
-    for mark, following in zip(marks, [*marks[1:], None], strict=True):
-        end = following.start() if following else len(text)
-        sections[mark.group(1)] = textwrap.dedent(text[mark.end() : end]).strip()
-    return sections

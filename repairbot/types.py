@@ -20,6 +20,9 @@ class Applicability(enum.StrEnum):
     # catalogue ("diagnose-only ids", stop reason `diagnosed`); DISPLAY_ONLY is its older name
     DIAGNOSE_ONLY = "diagnose-only"
     DISPLAY_ONLY = "diagnose-only"
+    # no fix: a lint finding reported without a rewrite, a unit that only reports (the word of
+    # the lint formats and the catalogue)
+    NONE = "none"
 
 
 class Status(enum.StrEnum):

@@ -256,3 +256,13 @@ def _bindings(data: bytes | str) -> Counter[str]:
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             found[node.name] += 1
     return found
+
+
+def catalogue_generator() -> Any:
+    """scripts/gen_docs.py as a module (scripts/ is not a package: loaded by path, once)."""
+    if "gen_docs" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("gen_docs", Path(__file__).resolve().parent.parent / "scripts" / "gen_docs.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules["gen_docs"] = module = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+        spec.loader.exec_module(module)
+    return sys.modules["gen_docs"]

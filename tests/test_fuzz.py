@@ -49,8 +49,8 @@ from repairbot import registry
 from repairbot.classify import Classification, classify_log
 from repairbot.evidence import evidence_from_json
 from repairbot.lint.engine import FixLevel, lint_bytes
-from repairbot.lint.registry import all_rules
 from repairbot.pattern import Pattern, TransformError, span_of
+from repairbot.registry import all_rules
 from repairbot.sources import SourceError, Sources, line_endings, parse
 from repairbot.tracebacks import is_user_path, parse_log, strip_noise, worker_frames
 from repairbot.types import Decline, Failure, Site, Span

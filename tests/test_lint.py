@@ -19,8 +19,8 @@ from repairbot.lint import LintOptions
 from repairbot.lint.engine import FixLevel, lint_bytes, package_of
 from repairbot.lint.files import compile_pattern, discover
 from repairbot.lint.formats import FINDINGS_SCHEMA
-from repairbot.lint.registry import all_rules
 from repairbot.lint.run import PARALLEL_MIN_FILES, lint_files
+from repairbot.registry import all_rules
 from tests.support import ROOT, run_cli
 
 SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "schemas" / "sarif-schema-2.1.0.json").read_text())

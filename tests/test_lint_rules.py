@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from repairbot import registry as pattern_registry
 from repairbot.lint.engine import (
     FileResult,
     FixLevel,
@@ -20,10 +19,10 @@ from repairbot.lint.engine import (
     positions,
     run_rules,
 )
-from repairbot.lint.registry import all_rules, rule_folder, select
-from repairbot.lint.rule import DOC_SECTIONS, Invalid, LintRule, Valid
+from repairbot.lint.rule import Invalid, LintRule, Valid
+from repairbot.registry import all_patterns, all_rules, select_rules
 from repairbot.types import Applicability, BadInput
-from tests.support import broken_by_fix
+from tests.support import broken_by_fix, catalogue_generator
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = all_rules()
@@ -62,15 +61,15 @@ def test_invalid_examples_are_found_and_fixed(item: tuple[type[LintRule], Invali
     fixed = lint(rule, example.source, FixLevel.UNSAFE)
     safe_only = lint(rule, example.source, FixLevel.SAFE)
     if example.fixed_source is None:
-        assert example.fix == "none"
+        assert example.fix is Applicability.NONE
         assert fixed.new_data is None and fixed.findings == findings
         return
-    assert example.fix in ("safe", "unsafe")
+    assert example.fix in (Applicability.SAFE, Applicability.UNSAFE)
     assert fixed.new_data is not None and fixed.new_data.decode("utf-8") == example.fixed_source
     assert fixed.fixed == 1 and fixed.findings == ()
     # the fixed code compiles and uses no name the example did not already leave undefined
     assert broken_by_fix(example.source, fixed.new_data) == []
-    assert (safe_only.new_data is not None) == (example.fix == "safe")
+    assert (safe_only.new_data is not None) == (example.fix is Applicability.SAFE)
     # a second pass changes nothing
     again = lint(rule, example.fixed_source, FixLevel.UNSAFE)
     assert again.new_data is None and again.findings == ()
@@ -81,19 +80,18 @@ def test_rule_metadata(rule: type[LintRule]) -> None:
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.ID)
     assert rule.__name__ == "".join(part.title() for part in rule.ID.split("-"))
     assert rule.TITLE and len(rule.TITLE) < 90 and rule.MESSAGE
-    assert rule.APPLICABILITY in (None, Applicability.SAFE, Applicability.UNSAFE)
-    sections = rule.documentation()
-    for section in DOC_SECTIONS:
-        assert sections.get(section), f"docstring section {section!r} missing"
+    assert rule.APPLICABILITY in (Applicability.NONE, Applicability.SAFE, Applicability.UNSAFE)
+    assert rule.undocumented() == [], "docstring sections missing"
     assert rule.VALID and rule.INVALID, "every rule shows what it finds and what it leaves alone"
+    assert all(isinstance(case.fix, Applicability) for case in rule.INVALID)
     # a rule without a fix never claims one
-    if rule.APPLICABILITY is None:
-        assert all(case.fix == "none" for case in rule.INVALID)
+    if rule.APPLICABILITY is Applicability.NONE:
+        assert all(case.fix is Applicability.NONE for case in rule.INVALID)
     # a rule with a folder of its own names the folder after itself
-    folder = rule_folder(rule)
-    pattern_folders = {pattern_registry.pattern_folder(p) for p in pattern_registry.all_patterns()}
+    folder = rule.folder()
+    pattern_folders = {p.folder() for p in all_patterns()}
     if folder not in pattern_folders and (folder / "pattern.py").exists() is False:
-        siblings = [r for r in RULES if rule_folder(r) == folder]
+        siblings = [r for r in RULES if r.folder() == folder]
         if len(siblings) == 1:
             assert folder.name == rule.ID.replace("-", "_")
 
@@ -101,11 +99,11 @@ def test_rule_metadata(rule: type[LintRule]) -> None:
 def test_rule_ids_are_unique_and_never_a_pattern_id_with_another_meaning() -> None:
     ids = [rule.ID for rule in RULES]
     assert len(ids) == len(set(ids))
-    assert not set(ids) & {p.ID for p in pattern_registry.all_patterns()}
+    assert not set(ids) & {p.ID for p in all_patterns()}
 
 
 def test_folders_with_only_lint_rules_are_not_runtime_patterns() -> None:
-    lint_only = {rule_folder(r) for r in RULES} - {pattern_registry.pattern_folder(p) for p in pattern_registry.all_patterns()}
+    lint_only = {r.folder() for r in RULES} - {p.folder() for p in all_patterns()}
     assert lint_only, "some rules have folders of their own"
     for folder in lint_only:
         assert not (folder / "pattern.py").exists()
@@ -113,21 +111,40 @@ def test_folders_with_only_lint_rules_are_not_runtime_patterns() -> None:
 
 
 def test_select_by_id() -> None:
-    assert [r.ID for r in select(RULES, include=["forward-call"])] == ["forward-call"]
-    assert "forward-call" not in {r.ID for r in select(RULES, exclude=["forward-call"])}
-    with pytest.raises(BadInput, match="unknown lint rule id: nope"):
-        select(RULES, include=["nope"])
+    assert [r.ID for r in select_rules(RULES, include=["forward-call"])] == ["forward-call"]
+    assert "forward-call" not in {r.ID for r in select_rules(RULES, exclude=["forward-call"])}
+    with pytest.raises(BadInput, match=r"unknown lint rule id: nope \(see docs/lint-rules.md\)"):
+        select_rules(RULES, include=["nope"])
 
 
 def test_the_generated_rules_page_is_fresh() -> None:
-    script = ROOT / "scripts" / "gen_lint_docs.py"
-    spec = importlib.util.spec_from_file_location("gen_lint_docs", script)
-    assert spec is not None and spec.loader is not None
-    generator = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(generator)
-    assert generator.PAGE.read_text(encoding="utf-8") == generator.render(), (
-        "docs/lint-rules.md is stale: run python scripts/gen_lint_docs.py"
-    )
+    generator = catalogue_generator()
+    page = next(page for page in generator.PAGES if page.base is LintRule)
+    assert generator.read(page.path) == page.text(), "docs/lint-rules.md is stale: run python scripts/gen_docs.py"
+
+
+def test_findings_carry_the_applicability_enum_and_print_its_word() -> None:
+    # one enum for patterns and rules; the formats print the same words as before
+    fixable = next(rule for rule in RULES if rule.APPLICABILITY is Applicability.SAFE)
+    finding = lint(fixable, fixable.INVALID[0].source).findings[0]
+    assert finding.fix is fixable.INVALID[0].fix
+    assert isinstance(finding.fix, Applicability) and f"{finding.fix}" == finding.fix.value
+    assert f"{Applicability.NONE}" == "none" and Applicability("none") is Applicability.NONE
+
+
+@pytest.mark.parametrize("label", [None, Applicability.NONE, Applicability.DIAGNOSE_ONLY])
+def test_a_fix_without_a_safe_or_unsafe_label_is_a_bug_of_the_rule(label: Applicability | None) -> None:
+    class UnlabelledFix(LintRule):
+        """Replaces every ``pass`` (and claims no applicability for it)."""
+
+        ID = "unlabelled-fix"
+        TITLE = MESSAGE = "x"
+
+        def visit_Pass(self, node: cst.Pass) -> None:
+            self.report(node, replacement=cst.Expr(cst.Ellipsis()), applicability=label)
+
+    result = lint_bytes(b"pass\n", Path("example.py"), "example.py", [UnlabelledFix], FixLevel.UNSAFE)
+    assert result.error is not None and "a fix needs an applicability, safe or unsafe" in result.error
 
 
 # --------------------------------------------------------------------------------------------

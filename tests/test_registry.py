@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from repairbot import registry
-from repairbot.pattern import DOC_SECTIONS, Pattern
+from repairbot.lint.rule import LintRule
+from repairbot.pattern import Pattern
 from repairbot.types import Applicability, BadInput
+from repairbot.unit import DocFormat, discover
+from tests.support import catalogue_generator
 
+gen_docs = catalogue_generator()
 PATTERNS = registry.all_patterns()
 CONTRACT_IDS = {
     "linear-in-features", "device-mismatch", "inplace-autograd", "target-shape", "map-location",
@@ -28,14 +34,12 @@ def test_ids_are_unique_and_in_the_contract() -> None:
 
 @pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.ID)
 def test_pattern_metadata(pattern: Pattern) -> None:
-    assert registry.pattern_folder(pattern).name == pattern.ID.replace("-", "_")
+    assert pattern.folder().name == pattern.ID.replace("-", "_")
     assert type(pattern).__name__ == "".join(part.title() for part in pattern.ID.split("-"))
     assert pattern.TITLE and len(pattern.TITLE) < 90
-    assert isinstance(pattern.APPLICABILITY, Applicability)
+    assert pattern.APPLICABILITY in (Applicability.SAFE, Applicability.UNSAFE, Applicability.DIAGNOSE_ONLY)
     assert pattern.SIGNATURES
-    sections = pattern.documentation()
-    for section in DOC_SECTIONS:
-        assert sections.get(section), f"docstring section {section!r} missing"
+    assert pattern.undocumented() == [], "docstring sections missing"
     if pattern.FIXES:
         assert pattern.Transformer is not None
     else:
@@ -53,14 +57,64 @@ def test_select_by_id() -> None:
 
 
 def test_the_generated_catalogue_page_is_fresh() -> None:
-    import importlib.util
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parent.parent / "scripts" / "gen_pattern_docs.py"
-    spec = importlib.util.spec_from_file_location("gen_pattern_docs", script)
-    assert spec is not None and spec.loader is not None
-    generator = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(generator)
-    assert generator.PAGE.read_text(encoding="utf-8") == generator.render(), (
-        "docs/patterns.md is stale: run python scripts/gen_pattern_docs.py"
+    page = next(page for page in gen_docs.PAGES if page.base is Pattern)
+    assert gen_docs.read(page.path) == page.text(), (
+        "docs/patterns.md is stale: run python scripts/gen_docs.py"
     )
+
+
+# --------------------------------------------------------------------------------------------
+# The unit authoring API itself: one docstring parser, one discovery, the catalogue's hook
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_parser_knows_only_its_formats_titles() -> None:
+    doc = DocFormat(required=("What it finds", "Not handled"), optional=("Differs",))
+    text = """First paragraph
+    on two lines.
+
+    What it finds:
+        Indented text,
+
+        two paragraphs.
+    Why it fails
+        a title of another kind is text of the section it is in.
+    Not handled
+        Nothing.
+    """
+    sections = doc.parse(text)
+    assert sections == {
+        "": "First paragraph\non two lines.",
+        "What it finds": "Indented text,\n\n    two paragraphs.\nWhy it fails\n    a title of another kind is text of the section it is in.",
+        "Not handled": "Nothing.",
+    }
+    assert doc.missing(sections) == []
+    assert doc.missing(doc.parse("Only a paragraph.\n\nNot handled\n    x")) == ["What it finds"]
+    assert doc.missing({"": "x", "What it finds": "", "Not handled": "x"}) == ["What it finds"]
+
+
+def test_one_discovery_finds_every_kind_in_the_same_folders() -> None:
+    patterns, rules = discover(Pattern), discover(LintRule)
+    assert [type(p) for p in PATTERNS] == list(patterns)
+    folders = {unit.folder() for unit in (*patterns, *rules)}
+    assert all((folder / "pattern.py").is_file() or (folder / "lint.py").is_file() for folder in folders)
+    # a folder with both kinds is one folder of the walk, found by each kind's discovery
+    both = {p.folder() for p in patterns} & {r.folder() for r in rules}
+    assert both, "some patterns have lint rules beside them"
+    assert all(issubclass(p, Pattern) for p in patterns) and all(issubclass(r, LintRule) for r in rules)
+
+
+def test_a_page_can_be_a_generated_region_of_a_hand_written_file(tmp_path: Path) -> None:
+    # the hook a third kind (the health checks' README table) uses
+    readme = tmp_path / "README.md"
+    readme.write_bytes(
+        b"# Title\r\n\nHand text.\n<!-- BEGIN GENERATED ids -->\nold\n<!-- END GENERATED ids -->\nAfter.\n"
+    )
+    page = gen_docs.Page(readme, Pattern, lambda units: "".join(f"- {u.ID}\n" for u in units), region="ids")
+    expected = "".join(f"- {p.ID}\n" for p in PATTERNS)
+    assert page.text() == (
+        "# Title\r\n\nHand text.\n<!-- BEGIN GENERATED ids -->\n" + expected + "<!-- END GENERATED ids -->\nAfter.\n"
+    )
+    readme.write_text("no markers\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="no region"):
+        page.text()

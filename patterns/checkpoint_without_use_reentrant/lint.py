@@ -62,7 +62,7 @@ class CheckpointWithoutUseReentrant(LintRule):
             from torch.utils.checkpoint import checkpoint as ckpt
             h = ckpt(block, h)
             """,
-            line=2, column=5, fix="safe",
+            line=2, column=5, fix=Applicability.SAFE,
             expected_fix="""
             from torch.utils.checkpoint import checkpoint as ckpt
             h = ckpt(block, h, use_reentrant=True)
@@ -73,7 +73,7 @@ class CheckpointWithoutUseReentrant(LintRule):
             from torch.utils.checkpoint import checkpoint
             h = checkpoint(self.layer, h)
             """,
-            line=2, column=5, fix="safe", message="use_reentrant=False",
+            line=2, column=5, fix=Applicability.SAFE, message="use_reentrant=False",
             expected_fix="""
             from torch.utils.checkpoint import checkpoint
             h = checkpoint(self.layer, h, use_reentrant=True)
@@ -88,7 +88,7 @@ class CheckpointWithoutUseReentrant(LintRule):
                 x,
             )
             """,
-            line=2, column=7, fix="safe",
+            line=2, column=7, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             out = torch.utils.checkpoint.checkpoint_sequential(

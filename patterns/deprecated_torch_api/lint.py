@@ -196,7 +196,7 @@ class DeprecatedTorchApi(LintRule):
             import torch as th
             m = th.ger(u, v)
             """,
-            line=2, column=5, fix="safe",
+            line=2, column=5, fix=Applicability.SAFE,
             expected_fix="""
             import torch as th
             m = th.outer(u, v)
@@ -207,7 +207,7 @@ class DeprecatedTorchApi(LintRule):
             import torch.nn as nn
             nn.init.xavier_uniform(layer.weight, gain=2.0)
             """,
-            line=2, column=1, fix="safe",
+            line=2, column=1, fix=Applicability.SAFE,
             expected_fix="""
             import torch.nn as nn
             nn.init.xavier_uniform_(layer.weight, gain=2.0)
@@ -219,7 +219,7 @@ class DeprecatedTorchApi(LintRule):
             with torch.cuda.amp.autocast(enabled=use_amp):
                 loss = model(x)
             """,
-            line=2, column=6, fix="safe",
+            line=2, column=6, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             with torch.amp.autocast("cuda", enabled=use_amp):
@@ -231,7 +231,7 @@ class DeprecatedTorchApi(LintRule):
             import torch
             scaler = torch.cuda.amp.GradScaler(2.0 ** 14)
             """,
-            line=2, column=10, fix="safe",
+            line=2, column=10, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             scaler = torch.amp.GradScaler("cuda", 2.0 ** 14)
@@ -246,7 +246,7 @@ class DeprecatedTorchApi(LintRule):
                 def forward(ctx, x):
                     return x
             """,
-            line=4, column=6, fix="safe",
+            line=4, column=6, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             class F(torch.autograd.Function):
@@ -261,7 +261,7 @@ class DeprecatedTorchApi(LintRule):
             import torch
             L = torch.cholesky(A, True)
             """,
-            line=2, column=5, fix="safe",
+            line=2, column=5, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             L = torch.linalg.cholesky(A).mH
@@ -282,7 +282,7 @@ class DeprecatedTorchApi(LintRule):
                 import torch as th
             m = torch.ger(u, v)
             """,
-            line=4, column=5, fix="safe",
+            line=4, column=5, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             def h():
@@ -296,7 +296,7 @@ class DeprecatedTorchApi(LintRule):
             q, r = torch.qr(a)
             from torch import linalg
             """,
-            line=2, column=8, fix="safe",
+            line=2, column=8, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             q, r = torch.linalg.qr(a)
@@ -318,7 +318,7 @@ class DeprecatedTorchApi(LintRule):
             import torch as foo
             A3 = foo.chain_matmul(A, A, A)
             """,
-            line=3, column=6, fix="safe",
+            line=3, column=6, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             import torch as foo
@@ -330,7 +330,7 @@ class DeprecatedTorchApi(LintRule):
             import torch
             q, r = torch.qr(a, some=False)
             """,
-            line=2, column=8, fix="safe",
+            line=2, column=8, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             q, r = torch.linalg.qr(a, mode="complete")
@@ -350,7 +350,7 @@ class DeprecatedTorchApi(LintRule):
             from torch import ger
             y = 1
             """,
-            line=1, column=19, fix="safe", message="imported here",
+            line=1, column=19, fix=Applicability.SAFE, message="imported here",
             expected_fix="""
             from torch import outer
             y = 1
@@ -366,7 +366,7 @@ class DeprecatedTorchApi(LintRule):
             """
             from torch.utils._pytree import _register_pytree_node as register
             """,
-            line=1, column=33, fix="safe",
+            line=1, column=33, fix=Applicability.SAFE,
             expected_fix="""
             from torch.utils._pytree import register_pytree_node as register
             """,
@@ -376,7 +376,7 @@ class DeprecatedTorchApi(LintRule):
             import torch
             torch.utils._pytree._register_pytree_node(Point, flatten, unflatten)
             """,
-            line=2, column=1, fix="safe",
+            line=2, column=1, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             torch.utils._pytree.register_pytree_node(Point, flatten, unflatten)
@@ -388,7 +388,7 @@ class DeprecatedTorchApi(LintRule):
             import torch
             f = functorch.vmap(model)
             """,
-            line=3, column=5, fix="safe",
+            line=3, column=5, fix=Applicability.SAFE,
             expected_fix="""
             import functorch
             import torch
@@ -408,7 +408,7 @@ class DeprecatedTorchApi(LintRule):
                 vmap,
             )
             """,
-            line=2, column=5, fix="safe",
+            line=2, column=5, fix=Applicability.SAFE,
             expected_fix="""
             from torch.func import (
                 vmap,
@@ -420,7 +420,7 @@ class DeprecatedTorchApi(LintRule):
             from torch import nn
             up = nn.UpsamplingNearest2d(scale_factor=2)
             """,
-            line=2, column=6, fix="safe",
+            line=2, column=6, fix=Applicability.SAFE,
             expected_fix="""
             from torch import nn
             up = nn.Upsample(scale_factor=2)
@@ -431,7 +431,7 @@ class DeprecatedTorchApi(LintRule):
             import torch.nn as nn
             up = nn.UpsamplingBilinear2d(scale_factor=2)
             """,
-            line=2, column=6, fix="safe",
+            line=2, column=6, fix=Applicability.SAFE,
             expected_fix="""
             import torch.nn as nn
             up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)

@@ -60,7 +60,7 @@ class ExpMinusOne(LintRule):
             import torch
             var = (torch.exp(sigma ** 2) - 1) * torch.exp(2 * mu + sigma ** 2)
             """,
-            line=2, column=8, fix="unsafe",
+            line=2, column=8, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch
             var = torch.expm1(sigma ** 2) * torch.exp(2 * mu + sigma ** 2)
@@ -71,7 +71,7 @@ class ExpMinusOne(LintRule):
             import torch
             out = alpha * (x.exp() - 1.0)
             """,
-            line=2, column=16, fix="unsafe",
+            line=2, column=16, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch
             out = alpha * x.expm1()
@@ -85,7 +85,7 @@ class ExpMinusOne(LintRule):
                 log_rate * dt
             ) - 1
             """,
-            line=2, column=8, fix="unsafe",
+            line=2, column=8, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch
             rate = torch.expm1(

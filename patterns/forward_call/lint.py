@@ -76,7 +76,7 @@ class ForwardCall(LintRule):
             model = nn.Linear(4, 2)
             out = model.forward(torch.ones(1, 4))
             """,
-            line=4, column=7, fix="safe",
+            line=4, column=7, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             from torch import nn
@@ -98,7 +98,7 @@ class ForwardCall(LintRule):
                 def forward(self, x):
                     return self.encoder.forward(x)
             """,
-            line=11, column=16, fix="safe",
+            line=11, column=16, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             from torch import nn
@@ -119,7 +119,7 @@ class ForwardCall(LintRule):
             def predict(student_net, batch):
                 return student_net.forward(batch, mask=None)
             """,
-            line=3, column=12, fix="unsafe",
+            line=3, column=12, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch
             def predict(student_net, batch):

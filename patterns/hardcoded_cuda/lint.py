@@ -122,7 +122,7 @@ class HardcodedCuda(LintRule):
             import torch
             model = Net().cuda()
             """,
-            line=2, column=9, fix="safe",
+            line=2, column=9, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             model = Net().to("cuda" if torch.cuda.is_available() else "cpu")
@@ -133,7 +133,7 @@ class HardcodedCuda(LintRule):
             import torch
             device = torch.device('cuda:0')
             """,
-            line=2, column=23, fix="safe",
+            line=2, column=23, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             device = torch.device('cuda:0' if torch.cuda.is_available() else 'cpu')
@@ -145,7 +145,7 @@ class HardcodedCuda(LintRule):
             for x, y in loader:
                 x, y = x.to("cuda"), y
             """,
-            line=3, column=17, fix="safe",
+            line=3, column=17, fix=Applicability.SAFE,
             expected_fix="""
             import torch as th
             for x, y in loader:
@@ -157,7 +157,7 @@ class HardcodedCuda(LintRule):
             import torch
             mask = torch.zeros(4, 4, device="cuda")
             """,
-            line=2, column=33, fix="safe",
+            line=2, column=33, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             mask = torch.zeros(4, 4, device="cuda" if torch.cuda.is_available() else "cpu")
@@ -168,7 +168,7 @@ class HardcodedCuda(LintRule):
             import torch
             DEVICE = "cuda"
             """,
-            line=2, column=10, fix="safe",
+            line=2, column=10, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -179,7 +179,7 @@ class HardcodedCuda(LintRule):
             import torch
             x = batch.cuda(1, non_blocking=True)
             """,
-            line=2, column=5, fix="safe",
+            line=2, column=5, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             x = batch.to("cuda:1" if torch.cuda.is_available() else "cpu", non_blocking=True)

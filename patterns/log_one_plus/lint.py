@@ -72,7 +72,7 @@ class LogOnePlus(LintRule):
             import torch
             nll = -torch.log(1 + probs.exp())
             """,
-            line=2, column=8, fix="unsafe",
+            line=2, column=8, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch
             nll = -torch.log1p(probs.exp())
@@ -83,7 +83,7 @@ class LogOnePlus(LintRule):
             import torch
             y = (x * scale + 1.0).log()
             """,
-            line=2, column=5, fix="unsafe",
+            line=2, column=5, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch
             y = (x * scale).log1p()

@@ -98,7 +98,7 @@ class LossAccumulatesGraph(LintRule):
                     running_loss += loss
                 return running_loss / len(loader)
             """,
-            line=8, column=9, fix="safe",
+            line=8, column=9, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             def train(model, loader):
@@ -121,7 +121,7 @@ class LossAccumulatesGraph(LintRule):
                 epoch_loss = epoch_loss + l * x.size(0)
             print(epoch_loss.item())
             """,
-            line=6, column=5, fix="unsafe",
+            line=6, column=5, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch
             epoch_loss = 0

@@ -81,7 +81,7 @@ class LoadWithoutMapLocation(LintRule):
             device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
             model.load_state_dict(torch.load("best.pt"))
             """,
-            line=3, column=23, fix="safe",
+            line=3, column=23, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -98,7 +98,7 @@ class LoadWithoutMapLocation(LintRule):
             if torch.cuda.is_available():
                 model.cuda()
             """,
-            line=4, column=12, fix="safe",
+            line=4, column=12, fix=Applicability.SAFE,
             expected_fix="""
             import torch
 
@@ -116,7 +116,7 @@ class LoadWithoutMapLocation(LintRule):
             checkpoint = load('ckpt.pt')
             device = torch.device(args.device)
             """,
-            line=3, column=14, fix="unsafe",
+            line=3, column=14, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch
             from torch import load

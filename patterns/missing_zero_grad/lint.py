@@ -140,7 +140,7 @@ class MissingZeroGrad(LintRule):
                 loss.backward()
                 optimizer.step()
             """,
-            line=2, column=1, fix="safe", message="optimizer.zero_grad()",
+            line=2, column=1, fix=Applicability.SAFE, message="optimizer.zero_grad()",
             expected_fix="""
             import torch
             for x, y in loader:
@@ -162,7 +162,7 @@ class MissingZeroGrad(LintRule):
                     loss.backward()
                     opt.step()
             """,
-            line=5, column=5, fix="safe",
+            line=5, column=5, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             opt = torch.optim.Adam(model.parameters())
@@ -185,7 +185,7 @@ class MissingZeroGrad(LintRule):
                     scaler.step(self.optimizer)
                     scaler.update()
             """,
-            line=2, column=1, fix="unsafe",
+            line=2, column=1, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch
             for i, (x, y) in enumerate(loader):
@@ -202,7 +202,7 @@ class MissingZeroGrad(LintRule):
             while True:
                 x = next(it); loss = model(x).sum(); loss.backward(); optim.step()
             """,
-            line=2, column=1, fix="safe",
+            line=2, column=1, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             while True:

@@ -89,7 +89,7 @@ class NonpublicTorchApi(LintRule):
             import torch
             from torch.utils.data._utils.collate import default_collate
             """,
-            line=2, column=6, fix="safe",
+            line=2, column=6, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             from torch.utils.data import default_collate
@@ -100,7 +100,7 @@ class NonpublicTorchApi(LintRule):
             import torch
             batch = torch.utils.data._utils.collate.default_collate(items)
             """,
-            line=2, column=9, fix="safe",
+            line=2, column=9, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             batch = torch.utils.data.default_collate(items)
@@ -112,7 +112,7 @@ class NonpublicTorchApi(LintRule):
             class Warmup(_LRScheduler):
                 pass
             """,
-            line=1, column=38, fix="unsafe",
+            line=1, column=38, fix=Applicability.UNSAFE,
             expected_fix="""
             from torch.optim.lr_scheduler import LRScheduler as _LRScheduler
             class Warmup(_LRScheduler):

@@ -49,7 +49,7 @@ class RequireGradTypo(LintRule):
             for p in model.backbone.parameters():
                 p.require_grad = False
             """,
-            line=3, column=5, fix="safe",
+            line=3, column=5, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             for p in model.backbone.parameters():

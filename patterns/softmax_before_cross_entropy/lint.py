@@ -148,7 +148,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             import torch.nn.functional as F
             loss = F.cross_entropy(F.softmax(logits, dim=1), labels)
             """,
-            line=2, column=24, fix="safe",
+            line=2, column=24, fix=Applicability.SAFE,
             expected_fix="""
             import torch.nn.functional as F
             loss = F.cross_entropy(logits, labels)
@@ -163,7 +163,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
                 out = model(x).softmax(dim=-1)
                 return criterion(out, y)
             """,
-            line=5, column=11, fix="safe",
+            line=5, column=11, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             from torch import nn
@@ -181,7 +181,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             loss = F.cross_entropy(probs, y)
             accuracy = (probs.argmax(1) == y).float().mean()
             """,
-            line=3, column=9, fix="unsafe",
+            line=3, column=9, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch
             import torch.nn.functional as F
@@ -209,7 +209,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             for x, y in loader:
                 loss = criterion(model(x), y)
             """,
-            line=11, column=16, fix="safe",
+            line=11, column=16, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             from torch import nn
@@ -242,7 +242,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
                 loss = loss_fn(out, y)
             confidence = model(x_test).max(1).values
             """,
-            line=4, column=5, fix="unsafe",
+            line=4, column=5, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch.nn as nn
             model = nn.Sequential(
@@ -279,7 +279,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             model = Net().to(device)
             train(model, loader, optimizer)
             """,
-            line=10, column=13, fix="safe",
+            line=10, column=13, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             import torch.nn as nn
@@ -317,7 +317,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
                 loss = criterion(out, y)
                 predicted = out.argmax(dim=1)
             """,
-            line=5, column=54, fix="unsafe",
+            line=5, column=54, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch.nn as nn
             class Net(nn.Module):
@@ -368,7 +368,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
             served = Net()
             print(served(sample))
             """,
-            line=8, column=16, fix="unsafe",
+            line=8, column=16, fix=Applicability.UNSAFE,
             expected_fix="""
             import torch.nn as nn
             import torch.nn.functional as F
@@ -403,7 +403,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
                 def step(self, x, y):
                     return self.criterion(self.model(x), y)
             """,
-            line=9, column=16, fix="safe",
+            line=9, column=16, fix=Applicability.SAFE,
             expected_fix="""
             import torch
             from torch import nn

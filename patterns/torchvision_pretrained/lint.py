@@ -107,7 +107,7 @@ class TorchvisionPretrained(LintRule):
             import torchvision
             model = torchvision.models.resnet50(pretrained=True)
             """,
-            line=2, column=37, fix="safe",
+            line=2, column=37, fix=Applicability.SAFE,
             expected_fix="""
             import torchvision
             model = torchvision.models.resnet50(weights="IMAGENET1K_V1")
@@ -118,7 +118,7 @@ class TorchvisionPretrained(LintRule):
             from torchvision import models
             backbone = models.vgg16(pretrained=False, progress=False)
             """,
-            line=2, column=25, fix="safe",
+            line=2, column=25, fix=Applicability.SAFE,
             expected_fix="""
             from torchvision import models
             backbone = models.vgg16(weights=None, progress=False)
@@ -129,7 +129,7 @@ class TorchvisionPretrained(LintRule):
             from torchvision.models.detection import fasterrcnn_resnet50_fpn
             model = fasterrcnn_resnet50_fpn(pretrained=True)
             """,
-            line=2, column=33, fix="safe",
+            line=2, column=33, fix=Applicability.SAFE,
             expected_fix="""
             from torchvision.models.detection import fasterrcnn_resnet50_fpn
             model = fasterrcnn_resnet50_fpn(weights="COCO_V1")
@@ -147,7 +147,7 @@ class TorchvisionPretrained(LintRule):
             import torchvision
             model = torchvision.models.resnet50(True)
             """,
-            line=2, column=37, fix="safe",
+            line=2, column=37, fix=Applicability.SAFE,
             expected_fix="""
             import torchvision
             model = torchvision.models.resnet50(weights="IMAGENET1K_V1")
@@ -158,7 +158,7 @@ class TorchvisionPretrained(LintRule):
             from torchvision.models.resnet import resnet152
             model = resnet152(pretrained=True)
             """,
-            line=2, column=19, fix="safe",
+            line=2, column=19, fix=Applicability.SAFE,
             expected_fix="""
             from torchvision.models.resnet import resnet152
             model = resnet152(weights="IMAGENET1K_V1")

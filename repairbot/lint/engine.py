@@ -74,7 +74,7 @@ class Finding:
     end_column: int  # 1-based, exclusive
     rule: str
     message: str
-    fix: str  # safe | unsafe | none
+    fix: Applicability  # SAFE | UNSAFE | NONE
     edit: Edit | None = None  # the fix alone, when asked for (SARIF)
     # In a notebook: the code cell (line and edit are then within it) and the .ipynb file's line
     cell: int | None = None
@@ -429,7 +429,7 @@ def _parse_error(display: str, data: bytes, error: Exception) -> Finding:
     else:
         if isinstance(error, cst.ParserSyntaxError):  # valid Python that LibCST cannot read
             line, column = error.raw_line, error.raw_column + 1
-    return Finding(display, line, column, line, column, PARSE_ERROR, f"cannot parse: {message}", "none")
+    return Finding(display, line, column, line, column, PARSE_ERROR, f"cannot parse: {message}", Applicability.NONE)
 
 
 def lint_file(
@@ -444,7 +444,7 @@ def lint_file(
     except OSError as error:
         return FileResult(
             display, 0, parsed=False,
-            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read: {error.strerror}", "none"),),
+            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read: {error.strerror}", Applicability.NONE),),
         )
     return lint_bytes(data, path, display, rules, fix, edits, package_of(path.absolute().parent))
 

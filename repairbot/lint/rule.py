@@ -1,12 +1,14 @@
 """The lint rule authoring API: one class per silent bug, its examples beside it (Fixit's shape).
 
 A rule is a ``LintRule`` subclass in ``patterns/<folder>/lint.py`` (a folder may hold a runtime
-pattern, lint rules, or both). It declares:
+pattern, lint rules, or both), a unit of the catalogue (``repairbot.unit``). Its docstring is its
+user documentation, in fixed sections (``What it finds``, ``Why it matters``, ``Fix safety``,
+``Not handled``; ``Differs from TorchFix`` where it applies). It declares:
 
 - ``ID`` (kebab-case, stable), ``TITLE`` (one line for the catalogue), ``MESSAGE`` (the default
   message of a finding: it names the problem);
-- ``APPLICABILITY``: the applicability of its fixes (``SAFE`` / ``UNSAFE``), None for a rule
-  that only reports; ``report(..., applicability=...)`` overrides it per finding;
+- ``APPLICABILITY``: the applicability of its fixes (``SAFE`` / ``UNSAFE``), ``NONE`` (the
+  default) for a rule that only reports; ``report(..., applicability=...)`` overrides it per finding;
 - ``REQUIRES``: byte strings a file must contain for the rule to possibly fire (each entry, or
   any of a tuple entry), checked before the file is parsed;
 - ``VALID`` / ``INVALID``: examples, run by one parametrised test (``tests/test_lint_rules.py``);
@@ -36,12 +38,7 @@ import libcst as cst
 from repairbot.codemod import ImportTable, dotted_name, is_torch_name
 from repairbot.lint.walk import descendants
 from repairbot.types import Applicability
-
-DOC_SECTIONS = ("What it finds", "Why it matters", "Fix safety", "Not handled")
-# sections a rule has only where they apply: where it re-implements a TorchFix check, each
-# deliberate difference from TorchFix's own test fixtures ("differs from TorchFix: ... because ...")
-OPTIONAL_SECTIONS = ("Differs from TorchFix",)
-ALL_SECTIONS = DOC_SECTIONS + OPTIONAL_SECTIONS
+from repairbot.unit import DocFormat, Kind, Unit
 
 Replacement = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]
 
@@ -69,7 +66,7 @@ class Invalid:
     line: int
     column: int
     expected_fix: str | None = None
-    fix: str = "none"  # "safe" | "unsafe" | "none"
+    fix: Applicability = Applicability.NONE
     message: str | None = None  # a substring the finding's message must contain
 
     @property
@@ -98,7 +95,7 @@ class Report:
     # the node the replacement stands for (default: ``node``); a fix may rewrite a wider node
     # (the loop body that receives a statement) than the one the finding points at
     target: cst.CSTNode | None = None
-    applicability: Applicability | None = None
+    applicability: Applicability = Applicability.NONE
     # more (node, replacement) pairs that belong to the same fix and are applied with it or not
     # at all (an import renamed with every use of the name it binds)
     also: tuple[tuple[cst.CSTNode, Replacement], ...] = ()
@@ -114,10 +111,8 @@ class Report:
         return {self.target or self.node: self.replacement, **dict(self.also)}
 
     @property
-    def fix(self) -> str:
-        if self.replacement is None or self.applicability is None:
-            return "none"
-        return self.applicability.value
+    def fix(self) -> Applicability:
+        return Applicability.NONE if self.replacement is None else self.applicability
 
 
 @dataclass
@@ -169,13 +164,23 @@ class FileContext:
         return f"{self._quote}{text}{self._quote}"
 
 
-class LintRule:
+class LintRule(Unit):
     """Base class of every lint rule; see the module docstring."""
 
-    ID: ClassVar[str]
-    TITLE: ClassVar[str]
+    KIND: ClassVar[Kind] = Kind(
+        name="lint rule",
+        file="lint.py",
+        doc=DocFormat(
+            required=("What it finds", "Why it matters", "Fix safety", "Not handled"),
+            # where a rule re-implements a TorchFix check: each deliberate difference from
+            # TorchFix's own test fixtures ("differs from TorchFix: ... because ...")
+            optional=("Differs from TorchFix",),
+        ),
+        one_per_file=False,
+        listed_in="docs/lint-rules.md",
+    )
     MESSAGE: ClassVar[str]
-    APPLICABILITY: ClassVar[Applicability | None] = None
+    APPLICABILITY: ClassVar[Applicability] = Applicability.NONE
     REQUIRES: ClassVar[tuple[bytes | tuple[bytes, ...], ...]] = ()
     VALID: ClassVar[Sequence[Valid]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
@@ -205,29 +210,24 @@ class LintRule:
         """A finding at ``node``; with ``replacement``, a fix that swaps ``target`` (default
         ``node``) for it, and the nodes of ``also`` for theirs, labelled ``applicability``
         (default: the rule's)."""
-        label = applicability or self.APPLICABILITY
-        if replacement is not None and label is None:
-            raise TypeError(f"{self.ID}: a fix needs an applicability")
+        label = self.APPLICABILITY if applicability is None else applicability
+        if replacement is not None and label not in (Applicability.SAFE, Applicability.UNSAFE):
+            raise TypeError(f"{self.ID}: a fix needs an applicability, safe or unsafe")
         stack = self.context.stack
         self.reports.append(
             Report(self.ID, node, message or self.MESSAGE, replacement, target,
-                   label if replacement is not None else None, also if replacement is not None else (),
-                   statement_path(stack))
+                   label if replacement is not None else Applicability.NONE,
+                   also if replacement is not None else (), statement_path(stack))
         )
-
-    @classmethod
-    def documentation(cls) -> dict[str, str]:
-        """The docstring's sections by title (the first paragraph under ``""``)."""
-        return parse_sections(cls.__doc__ or "")
 
     @classmethod
     def fix_kinds(cls) -> str:
         """What its findings may carry, for the catalogue: safe, unsafe, safe/unsafe, none."""
         kinds = {case.fix for case in cls.INVALID}
-        ordered = [kind for kind in ("safe", "unsafe") if kind in kinds]
+        ordered = [kind for kind in (Applicability.SAFE, Applicability.UNSAFE) if kind in kinds]
         if not ordered:
-            return "none"
-        return "/".join(ordered) + (" (some findings: none)" if "none" in kinds else "")
+            return Applicability.NONE.value
+        return "/".join(ordered) + (f" (some findings: {Applicability.NONE})" if Applicability.NONE in kinds else "")
 
 
 def statement_path(stack: Sequence[cst.CSTNode]) -> tuple[cst.CSTNode, ...]:
@@ -245,21 +245,6 @@ def statement_path(stack: Sequence[cst.CSTNode]) -> tuple[cst.CSTNode, ...]:
             break
         index += 2
     return tuple(path)
-
-
-_SECTION_TITLE = re.compile(rf"^({'|'.join(map(re.escape, ALL_SECTIONS))}):?\s*$", re.MULTILINE)
-
-
-def parse_sections(doc: str) -> dict[str, str]:
-    """A rule docstring's sections (``repairbot.pattern.parse_sections`` knows only the
-    patterns' titles)."""
-    text = inspect.cleandoc(doc)
-    marks = list(_SECTION_TITLE.finditer(text))
-    sections = {"": text[: marks[0].start()].strip() if marks else text.strip()}
-    for mark, following in zip(marks, [*marks[1:], None], strict=True):
-        end = following.start() if following else len(text)
-        sections[mark.group(1)] = textwrap.dedent(text[mark.end() : end]).strip()
-    return sections
 
 
 _HANDLER = re.compile(r"^(visit|leave)_([A-Z]\w*)$")

@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from repairbot import registry  # a module: it imports this package
 from repairbot.lint.engine import (
     PARSE_ERROR,
     FileResult,
@@ -26,12 +27,11 @@ from repairbot.lint.engine import (
     lint_many,
 )
 from repairbot.lint.files import discover
-from repairbot.lint.registry import all_rules, rules_by_id, select
 from repairbot.lint.rule import LintRule
 from repairbot.notebook import file_diff
 from repairbot.output.diff import unified_diff
 from repairbot.sources import write_atomic
-from repairbot.types import BadInput
+from repairbot.types import Applicability, BadInput
 
 PARALLEL_MIN_FILES = 16
 CHUNK_FILES = 8
@@ -76,12 +76,12 @@ class LintReport:
     @property
     def fixable(self) -> int:
         """Findings left that --fix would fix."""
-        return sum(f.fix == "safe" for f in self.findings)
+        return sum(f.fix is Applicability.SAFE for f in self.findings)
 
     @property
     def unsafe_fixable(self) -> int:
         """Findings left that only --unsafe-fixes would fix."""
-        return sum(f.fix == "unsafe" for f in self.findings)
+        return sum(f.fix is Applicability.UNSAFE for f in self.findings)
 
     @property
     def unchecked(self) -> tuple[Finding, ...]:
@@ -129,7 +129,7 @@ def _lint_many(
 
 def _chunk_worker(args: tuple[list[tuple[Path, str]], tuple[str, ...], FixLevel, bool]) -> list[FileResult]:
     items, rule_ids, level, edits = args
-    known = rules_by_id()  # inherited from the parent when forked; imported once per worker otherwise
+    known = registry.rules_by_id()  # inherited from the parent when forked; imported once per worker otherwise
     return _lint_many(items, [known[i] for i in rule_ids], level, edits)
 
 
@@ -167,7 +167,7 @@ def run_lint(options: LintOptions) -> LintReport:
         raise BadInput("no path to lint")
     if options.jobs is not None and options.jobs < 1:
         raise BadInput("--jobs must be at least 1")
-    rules = select(all_rules(), options.select, options.ignore)
+    rules = registry.select_rules(registry.all_rules(), options.select, options.ignore)
     items = discover(options.paths, options.cwd, options.force_exclude)
     jobs = options.jobs or available_cores()
     level = options.fix_level
