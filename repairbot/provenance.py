@@ -19,9 +19,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from repairbot.codemod import dotted_name, walk
+from repairbot.analysis import Source, dotted_name, source, walk
 from repairbot.evidence import PassedArgument
-from repairbot.facts import Source, source
 from repairbot.sources import Sources
 from repairbot.types import Span
 

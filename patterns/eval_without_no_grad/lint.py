@@ -7,12 +7,12 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from repairbot.codemod import dotted_name
-from repairbot.lint.analysis import (
+from repairbot.analysis import (
     LOOPS,
     SCOPES,
     calls_within,
     decorated_no_grad,
+    dotted_name,
     is_method_call,
     is_no_grad_context,
     model_like,

@@ -12,20 +12,21 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from repairbot.codemod import (
+from repairbot.analysis import (
     ImportTable,
     argument,
     call_at,
     dotted_name,
     is_torch_name,
     keyword_arg,
+    numel,
     one_line,
+    place_in,
     positional_args,
-    remove_arg,
     spans,
 )
+from repairbot.codemod import remove_arg
 from repairbot.evidence import Evidence, frame_from_json
-from repairbot.facts import numel, place_in
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span

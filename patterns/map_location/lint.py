@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.codemod import append_keyword, argument, dotted_name
-from repairbot.lint.analysis import SCOPES, assigned_targets, string_value
+from repairbot.analysis import SCOPES, argument, assigned_targets, dotted_name, string_value
+from repairbot.codemod import append_keyword
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
 from repairbot.types import Applicability
 

@@ -9,15 +9,8 @@ from typing import Any
 
 import libcst as cst
 
-from repairbot.codemod import (
-    ImportTable,
-    append_keyword,
-    call_at,
-    calls_on_line,
-    is_torch_name,
-    keyword_arg,
-    string_literal,
-)
+from repairbot.analysis import ImportTable, call_at, calls_on_line, is_torch_name, keyword_arg
+from repairbot.codemod import append_keyword, string_literal
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.sources import Sources

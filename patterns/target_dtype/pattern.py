@@ -11,31 +11,27 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import ParentNodeProvider
 
-from repairbot.codemod import (
-    append_keyword,
+from repairbot.analysis import (
+    Event,
+    Source,
     argument,
     call_at,
     calls_on_line,
+    dtype_name,
+    events,
     has_star_args,
     is_torch_name,
     keyword_arg,
-    method_call,
-    one_line,
-    replace_arg_value,
-    walk,
-)
-from repairbot.evidence import Evidence
-from repairbot.facts import (
-    Event,
-    Source,
-    dtype_name,
-    events,
     last_binding,
+    one_line,
     place,
     place_in,
     shape_text,
     source,
+    walk,
 )
+from repairbot.codemod import append_keyword, method_call, replace_arg_value
+from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.provenance import bound_once, parameter_names, project_sources, written_at
 from repairbot.sources import Sources, report_path

@@ -11,18 +11,17 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from repairbot.codemod import (
+from repairbot.analysis import (
     ImportTable,
     argument,
     call_at,
     calls_on_line,
     has_star_args,
-    method_call,
     one_line,
-    replace_arg_value,
+    place_in,
 )
+from repairbot.codemod import method_call, replace_arg_value
 from repairbot.evidence import Evidence
-from repairbot.facts import place_in
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature, type_matches
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span

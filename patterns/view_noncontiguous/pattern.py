@@ -9,9 +9,16 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from repairbot.codemod import ImportTable, call_at, calls_on_line, one_line, spans
+from repairbot.analysis import (
+    ImportTable,
+    call_at,
+    calls_on_line,
+    one_line,
+    place,
+    shape_text,
+    spans,
+)
 from repairbot.evidence import Evidence
-from repairbot.facts import place, shape_text
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
