@@ -539,6 +539,8 @@ def events(statements: Sequence[cst.BaseStatement]) -> Iterator[Event]:
             for name in reads(statement.test):
                 yield Event("read", name, statement)
             yield from events(_body(statement.body))
+            if statement.orelse is not None:
+                yield from events(_body(statement.orelse.body))
         elif isinstance(statement, cst.If):
             yield from _if_events(statement)
         elif isinstance(statement, cst.With):
@@ -571,6 +573,33 @@ def _if_events(statement: cst.If) -> Iterator[Event]:
 
 def _body(block: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
     return block.body if isinstance(block, cst.IndentedBlock) else ()
+
+
+def bindings_of(scope: cst.CSTNode, name: str) -> list[Event]:
+    """Every binding of ``name`` in the body of ``scope`` (a module, function or class), nested
+    blocks included, nested functions and classes not, in source order."""
+    body = scope.body if isinstance(scope, cst.Module) else _body(getattr(scope, "body", cst.IndentedBlock(body=())))
+    return [event for event in events(body) if event.kind == "bind" and event.name == name]
+
+
+def plain_value(event: Event) -> cst.BaseExpression | None:
+    """What a binding gives its name as a whole: the value of ``name = value`` or
+    ``name: T = value``; None for the other bindings (unpacking, ``+=``, ``for``, ``with ... as``),
+    whose value is not one written expression."""
+    statement = event.statement
+    if isinstance(statement, cst.Assign) and any(
+        isinstance(target.target, cst.Name) and target.target.value == event.name for target in statement.targets
+    ):
+        return statement.value
+    if isinstance(statement, cst.AnnAssign) and isinstance(statement.target, cst.Name):
+        return statement.value
+    return None
+
+
+def bound_once(scope: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """The value of the one binding of ``name`` in ``scope`` when it is a plain assignment."""
+    found = bindings_of(scope, name)
+    return plain_value(found[0]) if len(found) == 1 else None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from repairbot.analysis import (
     call_at,
     calls_on_line,
     has_star_args,
+    loss_name,
     one_line,
     place_in,
 )
@@ -176,7 +177,7 @@ class TargetShape(Pattern):
                 )
             traced[name] = list(shape)
 
-        loss = _loss_name(call, imports, scope)
+        loss = loss_name(call, imports, scope)
         if not traced and loss is None and not _called_directly(failure, frame):
             return self.decline(
                 f"`{module.code_for_node(call.func)}` at {where} reaches the loss through another package, "
@@ -401,36 +402,13 @@ def _loss_call(
         if isinstance(located.node, cst.Call)
         and argument(located.node, 0, "input") is not None and argument(located.node, 1, "target") is not None
     ]
-    losses = [(call, span) for call, span in pairs if _loss_name(call, imports, scope) is not None]
+    losses = [(call, span) for call, span in pairs if loss_name(call, imports, scope) is not None]
     for chosen in (losses, pairs):
         if len(chosen) == 1:
             return chosen[0]
     if not pairs:
         return f"no call with a prediction and a target starts at {where}"
     return f"several calls at {where} take two arguments; the loss call among them is not certain"
-
-
-def _loss_name(call: cst.Call, imports: ImportTable, scope: Scope) -> str | None:
-    """``BCEWithLogitsLoss``, ``mse_loss``...: the torch loss the call invokes, when it says so.
-
-    ``F.mse_loss(...)``, ``nn.MSELoss()(...)`` by name; ``criterion(...)`` by the traced type
-    of the local it calls.
-    """
-    func = call.func.func if isinstance(call.func, cst.Call) else call.func
-    qualified = imports.qualify(func)
-    if qualified is not None and qualified.startswith("torch."):
-        name = qualified.rsplit(".", 1)[-1]
-        return name if _looks_like_loss(name) else None
-    if isinstance(func, cst.Name):
-        for kind in ("locals", "globals"):
-            value = scope.get(kind, {}).get(func.value)
-            if value and value.get("kind") == "module" and _looks_like_loss(str(value.get("type", ""))):
-                return str(value["type"])
-    return None
-
-
-def _looks_like_loss(name: str) -> bool:
-    return name.lower().endswith("loss") or "cross_entropy" in name
 
 
 def _traced_shape(scope: Scope, value: cst.BaseExpression) -> Shape | None:

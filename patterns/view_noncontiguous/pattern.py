@@ -13,6 +13,7 @@ from repairbot.analysis import (
     ImportTable,
     call_at,
     calls_on_line,
+    enclosing,
     one_line,
     place,
     shape_text,
@@ -256,7 +257,7 @@ def _written_later(
     wrapper: MetadataWrapper, parents: Mapping[cst.CSTNode, cst.CSTNode], call: cst.Call
 ) -> tuple[str, int] | None:
     """``y = x.t().view(-1)`` then ``y[0] = 1`` / ``y += 1`` / ``y.add_(1)`` later in the same block."""
-    statement = _enclosing(parents, call, cst.SimpleStatementLine)
+    statement = enclosing(parents, call, cst.SimpleStatementLine)
     if not isinstance(statement, cst.SimpleStatementLine):
         return None
     # only the view itself: a chain after it (``.float()``) may or may not copy
@@ -268,7 +269,7 @@ def _written_later(
     if not assigned:
         return None
     name = assigned[0]
-    owner = _enclosing(parents, statement, cst.FunctionDef) or wrapper.module
+    owner = enclosing(parents, statement, cst.FunctionDef) or wrapper.module
     positions = spans(wrapper)
     start = positions[statement].end_line
     for node in _walk(owner):
@@ -301,15 +302,6 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             continue
         yield child
         yield from _walk(child)
-
-
-def _enclosing(
-    parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, kind: type[cst.CSTNode]
-) -> cst.CSTNode | None:
-    current = parents.get(node)
-    while current is not None and not isinstance(current, kind):
-        current = parents.get(current)
-    return current
 
 
 # --------------------------------------------------------------------------------------------
