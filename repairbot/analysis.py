@@ -485,16 +485,23 @@ class Event:
     value: cst.BaseExpression | None = None  # what a binding assigns, when it is an assignment
 
 
+def _target_events(
+    statement: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression | None = None
+) -> Iterator[Event]:
+    """What binding ``target`` reads (``x[i] = ...`` reads x and i), then what it binds."""
+    bound, read = _targets(target)
+    for name in read:
+        yield Event("read", name, statement)
+    for name in bound:
+        yield Event("bind", name, statement, value)
+
+
 def _small_events(statement: cst.BaseSmallStatement) -> Iterator[Event]:
     if isinstance(statement, cst.Assign):
         for name in reads(statement.value):
             yield Event("read", name, statement)
         for target in statement.targets:
-            bound, read = _targets(target.target)
-            for name in read:
-                yield Event("read", name, statement)
-            for name in bound:
-                yield Event("bind", name, statement, statement.value)
+            yield from _target_events(statement, target.target, statement.value)
     elif isinstance(statement, cst.AugAssign):
         for name in [*reads(statement.target), *reads(statement.value)]:
             yield Event("read", name, statement)
@@ -504,11 +511,7 @@ def _small_events(statement: cst.BaseSmallStatement) -> Iterator[Event]:
     elif isinstance(statement, cst.AnnAssign):
         for name in reads(statement.value):
             yield Event("read", name, statement)
-        bound, read = _targets(statement.target)
-        for name in read:
-            yield Event("read", name, statement)
-        for name in bound:
-            yield Event("bind", name, statement, statement.value)
+        yield from _target_events(statement, statement.target, statement.value)
     else:
         for name in reads(statement):
             yield Event("read", name, statement)
@@ -527,11 +530,7 @@ def events(statements: Sequence[cst.BaseStatement]) -> Iterator[Event]:
         elif isinstance(statement, cst.For):
             for name in reads(statement.iter):
                 yield Event("read", name, statement)
-            bound, read = _targets(statement.target)
-            for name in read:
-                yield Event("read", name, statement)
-            for name in bound:
-                yield Event("bind", name, statement)
+            yield from _target_events(statement, statement.target)
             yield from events(_body(statement.body))
             if statement.orelse is not None:
                 yield from events(_body(statement.orelse.body))

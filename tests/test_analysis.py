@@ -119,7 +119,7 @@ def test_failing_expression_exact_span_is_the_outermost_node() -> None:
 
 
 def test_failing_expression_smallest_containing_then_line_fallback() -> None:
-    module, _, positions = _parsed("loss = model(\n    x,\n    y)\n")
+    _, _, positions = _parsed("loss = model(\n    x,\n    y)\n")
     found = failing_expression(positions, Frame("t.py", 1, "f", None, True, 7, 3, 6))
     assert isinstance(found, cst.Call)  # the call spans lines 1-3
     # no columns: the value of the line's one statement
@@ -131,7 +131,7 @@ def test_failing_expression_smallest_containing_then_line_fallback() -> None:
 
 
 def test_enclosing_and_statement_of() -> None:
-    module, parents, positions = _parsed(
+    _, parents, positions = _parsed(
         "def outer():\n    class C:\n        x = marker()\n    def inner():\n        return marker()\n"
     )
     calls = [n for n in positions if isinstance(n, cst.Call)]
