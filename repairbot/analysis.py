@@ -838,6 +838,31 @@ def loss_name(call: cst.Call, imports: ImportTable, scope: Mapping[str, Mapping[
     return None
 
 
+def loss_call_at(
+    wrapper: MetadataWrapper,
+    imports: ImportTable,
+    scope: Mapping[str, Mapping[str, Any]],
+    frame: Frame,
+    accepts: Callable[[cst.Call], bool] = lambda call: True,
+) -> Located | None:
+    """The call a frame that runs a loss was executing.
+
+    With traced columns, the call at that exact position (whatever it calls: a file edited since
+    the run has no call there). From a log there is only a line: among its calls that ``accepts``
+    (a pattern's filter, say two arguments), the one loss call (``loss_name``), else the only
+    call; None when it cannot be told.
+    """
+    if frame.col is not None:
+        located = call_at(wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
+        return located if located is not None and isinstance(located.node, cst.Call) else None
+    calls = [c for c in calls_on_line(wrapper, frame.line) if isinstance(c.node, cst.Call) and accepts(c.node)]
+    losses = [c for c in calls if isinstance(c.node, cst.Call) and loss_name(c.node, imports, scope) is not None]
+    for chosen in (losses, calls):
+        if len(chosen) == 1:
+            return chosen[0]
+    return None
+
+
 # --------------------------------------------------------------------------------------------
 # Dtypes
 

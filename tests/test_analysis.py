@@ -22,6 +22,7 @@ from repairbot.analysis import (
     failing_expression,
     grad_off_around,
     grad_off_in,
+    loss_call_at,
     loss_name,
     source,
     spans,
@@ -230,3 +231,26 @@ def test_bound_once(body: str, value: str | None) -> None:
 def test_workflow_command_escapes() -> None:
     assert escape_data("100% done\r\nnext: a,b") == "100%25 done%0D%0Anext: a,b"
     assert escape_property("100% done\r\nnext: a,b") == "100%25 done%0D%0Anext%3A a%2Cb"
+
+
+def test_loss_call_at_a_line_or_a_traced_position() -> None:
+    wrapper = MetadataWrapper(cst.parse_module(
+        "import torch.nn.functional as F\nloss = F.cross_entropy(model(x), y) + helper(a, b)\n"
+    ))
+    imports = ImportTable(wrapper.module)
+    # from a log (no columns): the one loss call among the line's calls
+    found = loss_call_at(wrapper, imports, {}, Frame("t.py", 2, "f"))
+    assert found is not None and wrapper.module.code_for_node(found.node).startswith("F.cross_entropy(")
+    # a filter that leaves the only call taking two names
+    def two_names(call: cst.Call) -> bool:
+        return len(call.args) == 2 and all(isinstance(arg.value, cst.Name) for arg in call.args)
+
+    found = loss_call_at(wrapper, imports, {}, Frame("t.py", 2, "f"), accepts=two_names)
+    assert found is not None and wrapper.module.code_for_node(found.node) == "helper(a, b)"
+    # with columns the position decides, loss or not; a moved call is not found
+    found = loss_call_at(wrapper, imports, {}, Frame("t.py", 2, "f", None, True, 38, 2, 50))
+    assert found is not None and wrapper.module.code_for_node(found.node) == "helper(a, b)"
+    assert loss_call_at(wrapper, imports, {}, Frame("t.py", 2, "f", None, True, 39, 2, 50)) is None
+    # two calls, no loss among them: cannot tell
+    two = MetadataWrapper(cst.parse_module("z = f(a) + g(b)\n"))
+    assert loss_call_at(two, ImportTable(two.module), {}, Frame("t.py", 1, "f")) is None

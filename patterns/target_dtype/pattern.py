@@ -16,14 +16,13 @@ from repairbot.analysis import (
     Source,
     argument,
     bound_once,
-    call_at,
-    calls_on_line,
     dtype_name,
     events,
     has_star_args,
     is_torch_name,
     keyword_arg,
     last_binding,
+    loss_call_at,
     loss_name,
     one_line,
     place,
@@ -267,15 +266,8 @@ class _LossCall:
 
 
 def _call_at_frame(src: Source, frame: Frame, scope: Scope) -> cst.Call | None:
-    if frame.col is not None:
-        located = call_at(src.wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
-        return located.node if located is not None and isinstance(located.node, cst.Call) else None
-    calls = [c.node for c in calls_on_line(src.wrapper, frame.line) if isinstance(c.node, cst.Call)]
-    losses = [c for c in calls if loss_name(c, src.imports, scope) is not None]
-    for chosen in (losses, calls):
-        if len(chosen) == 1:
-            return chosen[0]
-    return None
+    located = loss_call_at(src.wrapper, src.imports, scope, frame)
+    return located.node if located is not None and isinstance(located.node, cst.Call) else None
 
 
 def _torch_loss_frame(failure: Failure, frame: Frame) -> str | None:

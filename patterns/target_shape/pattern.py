@@ -14,9 +14,9 @@ from libcst.metadata import MetadataWrapper
 from repairbot.analysis import (
     ImportTable,
     argument,
-    call_at,
     calls_on_line,
     has_star_args,
+    loss_call_at,
     loss_name,
     one_line,
     place_in,
@@ -392,23 +392,18 @@ def _loss_call(
     looks like a loss, else the only call that passes two arguments.
     """
     where = f"{place_in(Path(frame.file), frame.line)}"
+    found = loss_call_at(wrapper, imports, scope, frame, accepts=_takes_input_and_target)
+    if found is not None and isinstance(found.node, cst.Call):
+        return found.node, found.span
     if frame.col is not None:
-        located = call_at(wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
-        if located is None or not isinstance(located.node, cst.Call):
-            return f"no call at the traced position {where}:{frame.col} (the file changed since the run?)"
-        return located.node, located.span
-    pairs = [
-        (located.node, located.span) for located in calls_on_line(wrapper, frame.line)
-        if isinstance(located.node, cst.Call)
-        and argument(located.node, 0, "input") is not None and argument(located.node, 1, "target") is not None
-    ]
-    losses = [(call, span) for call, span in pairs if loss_name(call, imports, scope) is not None]
-    for chosen in (losses, pairs):
-        if len(chosen) == 1:
-            return chosen[0]
-    if not pairs:
+        return f"no call at the traced position {where}:{frame.col} (the file changed since the run?)"
+    if not any(isinstance(c.node, cst.Call) and _takes_input_and_target(c.node) for c in calls_on_line(wrapper, frame.line)):
         return f"no call with a prediction and a target starts at {where}"
     return f"several calls at {where} take two arguments; the loss call among them is not certain"
+
+
+def _takes_input_and_target(call: cst.Call) -> bool:
+    return argument(call, 0, "input") is not None and argument(call, 1, "target") is not None
 
 
 def _traced_shape(scope: Scope, value: cst.BaseExpression) -> Shape | None:
