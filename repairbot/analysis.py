@@ -901,6 +901,8 @@ SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 LOOPS = (cst.For, cst.While)
 
 
+# The names a training script gives the device it trains on, the likeliest first.
+DEVICE_NAMES = ("device", "dev", "DEVICE", "torch_device")
 _MODEL_NAME = re.compile(r"(?:model|net|network|encoder|decoder|backbone|classifier)$", re.IGNORECASE)
 
 

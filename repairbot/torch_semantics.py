@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 TABLE_PATH = Path(__file__).with_name("torch_semantics.json")
-_TABLE: dict[str, list[str]] = {
-    key: value for key, value in json.loads(TABLE_PATH.read_text(encoding="utf-8")).items() if not key.startswith("//")
-}
+_TABLE: dict[str, Any] = json.loads(TABLE_PATH.read_text(encoding="utf-8"))
 
 # torch.nn.functional losses (and the internal names their frames show: nll_loss2d, nll_loss_nd).
 LOSS_FUNCTIONS: frozenset[str] = frozenset(_TABLE["loss_functions"])
@@ -30,6 +29,12 @@ NO_GRAD: tuple[str, ...] = tuple(name for name in GRAD_OFF_CONTEXTS if name.ends
 GRAD_ON_CONTEXTS: tuple[str, ...] = tuple(_TABLE["grad_on_contexts"])
 # ``set_grad_enabled(mode)``: off or on by its argument.
 GRAD_MODE_SETTERS: tuple[str, ...] = tuple(_TABLE["grad_mode_setters"])
+
+# The functions that load a checkpoint, each with the position it takes ``map_location`` at.
+MAP_LOCATION_POSITION: dict[str, int] = {
+    name: position for name, position in _TABLE["checkpoint_loaders"].items() if not name.startswith("//")
+}
+CHECKPOINT_LOADERS: tuple[str, ...] = tuple(MAP_LOCATION_POSITION)
 
 
 def is_loss_name(name: str) -> bool:
