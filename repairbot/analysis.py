@@ -647,6 +647,20 @@ def ancestors(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -> 
         current = parents.get(current)
 
 
+def nearest(
+    around: Iterable[cst.CSTNode], kinds: tuple[type[cst.CSTNode], ...], stop: tuple[type[cst.CSTNode], ...] = ()
+) -> cst.CSTNode | None:
+    """The first of ``around`` (enclosing nodes, innermost first) of one of ``kinds``; None when
+    a node of ``stop`` comes first. Every "enclosing node" question goes through here, whether
+    the nodes around come from LibCST's parents (``ancestors``) or a lint walk's stack."""
+    for node in around:
+        if isinstance(node, kinds):
+            return node
+        if isinstance(node, stop):
+            return None
+    return None
+
+
 def enclosing(
     parents: Mapping[cst.CSTNode, cst.CSTNode],
     node: cst.CSTNode,
@@ -656,12 +670,7 @@ def enclosing(
     """The nearest node around ``node`` of one of ``kinds``; None when a node of ``stop`` comes
     first (``stop=(cst.ClassDef,)``: the function of a class-level statement is not the one
     around the class)."""
-    for around in ancestors(parents, node):
-        if isinstance(around, kinds):
-            return around
-        if isinstance(around, stop):
-            return None
-    return None
+    return nearest(ancestors(parents, node), kinds, stop)
 
 
 def statement_of(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -> cst.CSTNode | None:
@@ -967,27 +976,17 @@ def last_name(node: cst.BaseExpression) -> str | None:
 def innermost(stack: Sequence[cst.CSTNode], kinds: tuple[type[cst.CSTNode], ...]) -> cst.CSTNode | None:
     """The nearest ancestor of the visited node (``stack[-1]``) of one of ``kinds``, not looking
     past the function, class or lambda that holds it."""
-    for node in reversed(stack[:-1]):
-        if isinstance(node, kinds):
-            return node
-        if isinstance(node, SCOPES):
-            return None
-    return None
+    return nearest(reversed(stack[:-1]), kinds, stop=SCOPES)
 
 
 def enclosing_scope(stack: Sequence[cst.CSTNode]) -> cst.CSTNode:
     """The function, class or lambda around the visited node, else the module."""
-    for node in reversed(stack[:-1]):
-        if isinstance(node, SCOPES):
-            return node
-    return stack[0]
+    return nearest(reversed(stack[:-1]), SCOPES) or stack[0]
 
 
 def enclosing_function(stack: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
-    for node in reversed(stack[:-1]):
-        if isinstance(node, cst.FunctionDef):
-            return node
-    return None
+    found = nearest(reversed(stack[:-1]), (cst.FunctionDef,))
+    return found if isinstance(found, cst.FunctionDef) else None
 
 
 def descendants(node: cst.CSTNode, prune: tuple[type[cst.CSTNode], ...] = ()) -> Iterator[cst.CSTNode]:
