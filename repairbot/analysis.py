@@ -57,8 +57,23 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
-def _module_name(node: cst.Attribute | cst.Name) -> str:
-    return dotted_name(node) or ""
+def import_bindings(node: cst.Import | cst.ImportFrom) -> Iterator[tuple[str, str]]:
+    """(local name, full name) of each name an import statement binds: ``import torch.nn as nn``
+    gives (nn, torch.nn), ``import torch.nn`` (torch, torch), ``from torch import nn`` (nn,
+    torch.nn); relative and star imports give nothing."""
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            full = dotted_name(alias.name) or ""
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                yield alias.asname.name.value, full
+            else:
+                yield full.split(".")[0], full.split(".")[0]  # `import torch.nn` binds `torch`
+    elif node.module is not None and not node.relative and not isinstance(node.names, cst.ImportStar):
+        base = dotted_name(node.module) or ""
+        for alias in node.names:
+            name = dotted_name(alias.name) or ""
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            yield local, f"{base}.{name}"
 
 
 class ImportTable:
@@ -72,23 +87,7 @@ class ImportTable:
     def __init__(self, module: cst.Module) -> None:
         self.aliases: dict[str, str] = {}
         for node in _walk_imports(module):
-            if isinstance(node, cst.Import):
-                for alias in node.names:
-                    full = _module_name(alias.name)
-                    if alias.asname is not None:
-                        self.aliases[cst.ensure_type(alias.asname.name, cst.Name).value] = full
-                    else:
-                        # `import torch.nn` binds `torch`
-                        head = full.split(".")[0]
-                        self.aliases[head] = head
-            elif isinstance(node, cst.ImportFrom) and node.module is not None and not node.relative:
-                base = _module_name(node.module)
-                if isinstance(node.names, cst.ImportStar):
-                    continue
-                for alias in node.names:
-                    name = _module_name(alias.name)
-                    local = cst.ensure_type(alias.asname.name, cst.Name).value if alias.asname else name
-                    self.aliases[local] = f"{base}.{name}"
+            self.aliases.update(import_bindings(node))
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The full dotted name an expression refers to (``nn.Linear`` -> ``torch.nn.Linear``)."""
@@ -243,15 +242,9 @@ def called_name(call: cst.Call) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Facts (evidence, source)
-
-
+# Evidence (what the run traced, for a report)
 
 _SITE = re.compile(r"(?P<file>.+):(?P<line>\d+)")
-
-
-# --------------------------------------------------------------------------------------------
-# Evidence
 
 
 def place(frame: Frame) -> str:
@@ -1009,26 +1002,13 @@ def calls_within(node: cst.CSTNode) -> Iterator[cst.Call]:
 
 
 def _bindings(statement: cst.CSTNode) -> Iterator[tuple[str, str]]:
-    """(local name, full name) of each import in a statement, nested blocks included (``try:`` /
+    """``import_bindings`` of each import in a statement, nested blocks included (``try:`` /
     ``if``), nested functions and classes not: what running the statement binds in its scope."""
     if isinstance(statement, SCOPES):
         return
     for node in descendants(statement, prune=SCOPES):
-        if type(node) is cst.Import:
-            for alias in node.names:
-                full = dotted_name(alias.name) or ""
-                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                    yield alias.asname.name.value, full
-                else:
-                    yield full.split(".")[0], full.split(".")[0]  # `import torch.nn` binds `torch`
-        elif type(node) is cst.ImportFrom and node.module is not None and not node.relative:
-            if isinstance(node.names, cst.ImportStar):
-                continue
-            base = dotted_name(node.module) or ""
-            for alias in node.names:
-                name = dotted_name(alias.name) or ""
-                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
-                yield local, f"{base}.{name}"
+        if type(node) is cst.Import or type(node) is cst.ImportFrom:
+            yield from import_bindings(node)
 
 
 def visible_imports(stack: Sequence[cst.CSTNode]) -> dict[str, str]:

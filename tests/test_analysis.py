@@ -29,6 +29,7 @@ from repairbot.analysis import (
     statement_of,
     traced_line_matches,
     under_no_grad,
+    visible_imports,
 )
 from repairbot.lint.rule import FileContext
 from repairbot.sources import Sources
@@ -254,3 +255,13 @@ def test_loss_call_at_a_line_or_a_traced_position() -> None:
     # two calls, no loss among them: cannot tell
     two = MetadataWrapper(cst.parse_module("z = f(a) + g(b)\n"))
     assert loss_call_at(two, ImportTable(two.module), {}, Frame("t.py", 1, "f")) is None
+
+
+def test_import_bindings_one_reading_for_the_flat_table_and_the_scoped_view() -> None:
+    code = "import torch.nn\nimport numpy as np\nfrom torch import nn as tnn, optim\nfrom . import local\nfrom os import *\n"
+    module = cst.parse_module(code + "marker()\n")
+    table = ImportTable(module)
+    assert table.aliases == {"torch": "torch", "np": "numpy", "tnn": "torch.nn", "optim": "torch.optim"}
+    call = module.body[-1]
+    assert visible_imports([module, call]) == table.aliases
+    assert table.qualify(cst.parse_expression("tnn.Linear")) == "torch.nn.Linear"
