@@ -124,6 +124,11 @@ def test_failing_expression_smallest_containing_then_line_fallback() -> None:
     _, _, positions = _parsed("loss = model(\n    x,\n    y)\n")
     found = failing_expression(positions, Frame("t.py", 1, "f", None, True, 7, 3, 6))
     assert isinstance(found, cst.Call)  # the call spans lines 1-3
+    # a traced span from line 2 to 3 lies inside the call that starts on line 1: the smallest
+    # containing expression counts whatever line it starts on (dtype-mismatch's copy looked only
+    # at expressions starting on the frame's line, device-mismatch's at all)
+    found = failing_expression(positions, Frame("t.py", 2, "f", None, True, 4, 3, 5))
+    assert isinstance(found, cst.Call)
     # no columns: the value of the line's one statement
     assert isinstance(failing_expression(positions, _frame(1)), cst.Call)
     _, _, two = _parsed("a = 1; b = f(a)\n")
