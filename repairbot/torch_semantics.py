@@ -41,3 +41,10 @@ def is_loss_name(name: str) -> bool:
     """Whether a callee's or a module class's last name is a loss: one of torch's, or a name
     that says so (``FocalLoss``, ``dice_loss``: the user's own losses)."""
     return name in LOSS_FUNCTIONS or name in LOSS_CLASSES or name.lower().endswith("loss")
+
+
+def is_inplace_method(name: str) -> bool:
+    """``zero_``, ``add_``, ``copy_``: torch's in-place methods end with one underscore (a
+    private ``_foo_`` or a dunder is not one). The harness's in-place probe reads names the same
+    way (it cannot import this module)."""
+    return name.endswith("_") and not name.startswith("_")

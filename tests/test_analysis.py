@@ -33,7 +33,7 @@ from repairbot.analysis import (
 )
 from repairbot.lint.rule import FileContext
 from repairbot.sources import Sources
-from repairbot.torch_semantics import TABLE_PATH, is_loss_name
+from repairbot.torch_semantics import TABLE_PATH, is_inplace_method, is_loss_name
 from repairbot.types import Frame
 
 
@@ -270,3 +270,8 @@ def test_import_bindings_one_reading_for_the_flat_table_and_the_scoped_view() ->
     call = module.body[-1]
     assert visible_imports([module, call]) == table.aliases
     assert table.qualify(cst.parse_expression("tnn.Linear")) == "torch.nn.Linear"
+
+
+@pytest.mark.parametrize(("name", "inplace"), [("add_", True), ("zero_", True), ("add", False), ("__iadd__", False), ("_foo_", False)])
+def test_is_inplace_method(name: str, inplace: bool) -> None:
+    assert is_inplace_method(name) is inplace

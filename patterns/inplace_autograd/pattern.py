@@ -31,7 +31,7 @@ from repairbot.codemod import remove_arg
 from repairbot.evidence import Evidence, frame_from_json
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.sources import Sources, report_path
-from repairbot.torch_semantics import NO_GRAD
+from repairbot.torch_semantics import NO_GRAD, is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 _MODIFIED = (
@@ -381,10 +381,8 @@ def _is_inplace_call(node: cst.CSTNode, imports: ImportTable) -> bool:
     """``x.add_(y)``, ``torch.relu_(x)``, ``f(x, inplace=...)`` or ``F.relu(x, True)``."""
     if not isinstance(node, cst.Call):
         return False
-    if isinstance(node.func, cst.Attribute):
-        name = node.func.attr.value
-        if name.endswith("_") and not name.startswith("_"):
-            return True
+    if isinstance(node.func, cst.Attribute) and is_inplace_method(node.func.attr.value):
+        return True
     if keyword_arg(node, "inplace") is not None:
         return True
     qualified = imports.qualify(node.func) or ""

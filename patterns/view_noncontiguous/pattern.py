@@ -22,6 +22,7 @@ from repairbot.analysis import (
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
+from repairbot.torch_semantics import is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 # ``.view(...)`` and its sibling ``.view_as(other)``, with the method that copies when it must.
@@ -230,15 +231,10 @@ def _is_torch_class_view(wrapper: MetadataWrapper, call: cst.Call) -> bool:
 # Aliasing: writes through the view
 
 
-def _is_inplace_method(name: str) -> bool:
-    """``zero_``, ``add_``, ``copy_``: torch's in-place methods end with one underscore."""
-    return name.endswith("_") and not name.endswith("__") and not name.startswith("_")
-
-
 def _written_on_the_spot(call: cst.Call, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> str | None:
     """How the view's result is written in place in the same expression, if it is."""
     parent = parents.get(call)
-    if isinstance(parent, cst.Attribute) and parent.value is call and _is_inplace_method(parent.attr.value):
+    if isinstance(parent, cst.Attribute) and parent.value is call and is_inplace_method(parent.attr.value):
         return f".{parent.attr.value}()"
     if isinstance(parent, cst.Arg) and parent.keyword is not None and parent.keyword.value == "out":
         return "out="
@@ -247,7 +243,7 @@ def _written_on_the_spot(call: cst.Call, parents: Mapping[cst.CSTNode, cst.CSTNo
         holder = parents.get(parent)
         if isinstance(holder, cst.AssignTarget | cst.AugAssign) and holder.target is parent:
             return "an item assignment"
-        if isinstance(holder, cst.Attribute) and holder.value is parent and _is_inplace_method(holder.attr.value):
+        if isinstance(holder, cst.Attribute) and holder.value is parent and is_inplace_method(holder.attr.value):
             return f"[...].{holder.attr.value}()"
         node, parent = parent, holder
     return None
@@ -287,7 +283,7 @@ def _writes_name(node: cst.CSTNode, name: str) -> bool:
     if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Subscript):
         return _is_name(node.target.value, name)
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        return _is_name(node.func.value, name) and _is_inplace_method(node.func.attr.value)
+        return _is_name(node.func.value, name) and is_inplace_method(node.func.attr.value)
     return False
 
 
