@@ -13,7 +13,6 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from repairbot.action.github import escape_data, escape_property
 from repairbot.analysis import (
     ImportTable,
     ancestors,
@@ -228,15 +227,6 @@ def test_bound_once(body: str, value: str | None) -> None:
     module = cst.parse_module(body)
     found = bound_once(module, "x")
     assert (module.code_for_node(found) if found is not None else None) == value
-
-
-# --------------------------------------------------------------------------------------------
-# GitHub workflow commands
-
-
-def test_workflow_command_escapes() -> None:
-    assert escape_data("100% done\r\nnext: a,b") == "100%25 done%0D%0Anext: a,b"
-    assert escape_property("100% done\r\nnext: a,b") == "100%25 done%0D%0Anext%3A a%2Cb"
 
 
 def test_loss_call_at_a_line_or_a_traced_position() -> None:
