@@ -19,9 +19,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from repairbot.codemod import dotted_name, walk
+from repairbot.analysis import Source, bindings_of, bound_once, dotted_name, source, walk
 from repairbot.evidence import PassedArgument
-from repairbot.facts import Source, source
 from repairbot.sources import Sources
 from repairbot.types import Span
 
@@ -119,61 +118,6 @@ def expression_at(src: Source, line: int, col: int | None, end_line: int | None,
     return _node_at(src, Span(line, col, end_line, end_col))
 
 
-class _Bindings(cst.CSTVisitor):
-    """Plain ``name = value`` / ``name: T = value`` bindings of one scope (not nested ones)."""
-
-    def __init__(self, name: str, root: cst.CSTNode) -> None:
-        self.name = name
-        self.root = root
-        self.values: list[cst.BaseExpression | None] = []  # None: bound another way
-
-    def _nested(self, node: cst.CSTNode) -> bool:
-        return node is not self.root
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return not self._nested(node)
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return not self._nested(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            if isinstance(target.target, cst.Name) and target.target.value == self.name:
-                self.values.append(node.value)
-            elif any(isinstance(n, cst.Name) and n.value == self.name for n in walk(target.target)) and not isinstance(
-                target.target, cst.Attribute | cst.Subscript
-            ):
-                self.values.append(None)  # tuple unpacking
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if isinstance(node.target, cst.Name) and node.target.value == self.name:
-            self.values.append(node.value)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.target, cst.Name) and node.target.value == self.name:
-            self.values.append(None)
-
-    def visit_For(self, node: cst.For) -> None:
-        if any(isinstance(n, cst.Name) and n.value == self.name for n in walk(node.target)):
-            self.values.append(None)
-
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None and any(isinstance(n, cst.Name) and n.value == self.name for n in walk(node.asname)):
-            self.values.append(None)
-
-
-def bound_once(scope: cst.CSTNode, name: str) -> cst.BaseExpression | None:
-    """The value of the one plain binding of ``name`` in ``scope`` (a function or module)."""
-    visitor = _Bindings(name, scope)
-    scope.visit(visitor)
-    if len(visitor.values) == 1:
-        return visitor.values[0]
-    return None
-
-
 def _function_around(src: Source, line: int) -> cst.FunctionDef | None:
     functions = src.around(line, cst.FunctionDef)
     return functions[0] if functions and isinstance(functions[0], cst.FunctionDef) else None
@@ -249,18 +193,12 @@ def _name(
         value = bound_once(function, name)
         if value is not None:
             return _follow(sources, src, value, chain, trail, depth)
-        if _bound_anywhere(function, name):
+        if bindings_of(function, name):
             return None  # bound more than once, or in a way no single expression writes
     value = bound_once(src.module, name)
     if value is not None:
         return _follow(sources, src, value, (), trail, depth)
     return None
-
-
-def _bound_anywhere(scope: cst.CSTNode, name: str) -> bool:
-    visitor = _Bindings(name, scope)
-    scope.visit(visitor)
-    return bool(visitor.values)
 
 
 def _follow(

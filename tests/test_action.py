@@ -1539,3 +1539,17 @@ def test_a_failed_run_without_the_artifact_ends_green_with_the_reason(runs: Stag
     assert job.steps["download"].outcome == "failure"
     assert "## repairbot: nothing to propose" in job.summary and "has no repairbot artifact" in job.summary
     assert runs.github.gh_calls() == [] and [b for b in runs.github.branches() if b.startswith("repairbot/")] == []
+
+
+def test_workflow_command_escapes() -> None:
+    """The one escaping of workflow commands (repairbot/action/github.py; the lint's github
+    format uses it too): %, CR, LF in data; also : and , in a property."""
+    import io
+
+    from repairbot.action.github import annotation, escape_data, escape_property
+
+    assert escape_data("100% done\r\nnext: a,b") == "100%25 done%0D%0Anext: a,b"
+    assert escape_property("100% done\r\nnext: a,b") == "100%25 done%0D%0Anext%3A a%2Cb"
+    out = io.StringIO()
+    annotation("error", "line 1\nline 2: 5%", file="a,b:c.py", line=3, title="t:1", stream=out)
+    assert out.getvalue() == "::error file=a%2Cb%3Ac.py,line=3,title=t%3A1::line 1%0Aline 2: 5%25\n"

@@ -403,7 +403,7 @@ def test_quiet_and_dry_run_on_a_real_repair(tmp_path: Path) -> None:
 
 
 def test_evidence_locations_are_repository_relative(tmp_path: Path) -> None:
-    from repairbot.facts import place, place_in
+    from repairbot.analysis import place, place_in
     from repairbot.types import Frame
 
     repo = init_repo(tmp_path / "repo")

@@ -26,7 +26,7 @@ from repairbot.types import Frame
 
 def _expression(sources: Sources, path: Path, line: int, code: str) -> cst.BaseExpression:
     """The first expression on ``line`` whose code is ``code``."""
-    from repairbot.facts import source
+    from repairbot.analysis import source
 
     src = source(sources, str(path))
     assert src is not None

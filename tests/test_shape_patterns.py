@@ -12,7 +12,7 @@ from patterns.broadcast_size.pattern import broadcast_dim
 from patterns.conv_input_rank.pattern import restoring_reshape
 from patterns.state_dict_keys.pattern import _stripped, by_module, common_prefix, key_lists
 from patterns.state_dict_size.pattern import mismatches
-from repairbot.facts import source
+from repairbot.analysis import source
 from repairbot.sources import Sources
 
 

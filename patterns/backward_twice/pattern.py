@@ -6,8 +6,7 @@ import re
 
 import libcst as cst
 
-from repairbot.evidence import Evidence
-from repairbot.facts import (
+from repairbot.analysis import (
     Carried,
     Source,
     frame_at,
@@ -22,6 +21,7 @@ from repairbot.facts import (
     tensor_text,
     tracks_grad,
 )
+from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from repairbot.codemod import walk
-from repairbot.evidence import Evidence
-from repairbot.facts import (
+from repairbot.analysis import (
     Description,
     Source,
     frame_at,
@@ -20,7 +18,9 @@ from repairbot.facts import (
     shape_of,
     shape_text,
     source,
+    walk,
 )
+from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame

@@ -10,20 +10,15 @@ from typing import Any
 
 import libcst as cst
 
-from repairbot.codemod import (
+from repairbot.analysis import (
     ImportTable,
-    append_keyword,
+    Source,
     called_name,
+    events,
     is_torch_name,
     keyword_arg,
-    one_line,
-    replace_arg_value,
-)
-from repairbot.evidence import Evidence
-from repairbot.facts import (
-    Source,
-    events,
     local_tensors,
+    one_line,
     place,
     recorded_local,
     resolve_site,
@@ -31,6 +26,8 @@ from repairbot.facts import (
     shape_text,
     source,
 )
+from repairbot.codemod import append_keyword, replace_arg_value
+from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site

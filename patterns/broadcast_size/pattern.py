@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from repairbot.evidence import Evidence
-from repairbot.facts import (
+from repairbot.analysis import (
     Source,
     last_binding,
     local_tensors,
@@ -19,6 +18,7 @@ from repairbot.facts import (
     shape_text,
     source,
 )
+from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame

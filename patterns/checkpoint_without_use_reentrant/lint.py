@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.codemod import append_keyword, argument, keyword_arg
+from repairbot.analysis import argument, keyword_arg
+from repairbot.codemod import append_keyword
 from repairbot.lint.rule import Invalid, LintRule, Valid
 from repairbot.types import Applicability
 

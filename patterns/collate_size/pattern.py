@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from repairbot.analysis import place, shape_text
 from repairbot.evidence import Evidence
-from repairbot.facts import place, shape_text
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame

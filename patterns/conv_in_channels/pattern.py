@@ -9,28 +9,25 @@ from typing import Any
 
 import libcst as cst
 
-from repairbot.codemod import (
+from repairbot.analysis import (
     ImportTable,
+    Source,
     argument,
     called_name,
     calls_on_line,
     has_star_args,
     is_torch_name,
-    method_call,
-    one_line,
-    replace_arg_value,
-)
-from repairbot.evidence import Evidence
-from repairbot.facts import (
-    Source,
     last_binding,
     local_tensors,
+    one_line,
     place,
     resolve_site,
     shape_of,
     shape_text,
     source,
 )
+from repairbot.codemod import method_call, replace_arg_value
+from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site

@@ -9,8 +9,8 @@ from typing import Any
 
 import libcst as cst
 
+from repairbot.analysis import Source, place, resolve_site, shape_text, source
 from repairbot.evidence import Evidence
-from repairbot.facts import Source, place, resolve_site, shape_text, source
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from repairbot.evidence import Evidence
-from repairbot.facts import (
+from repairbot.analysis import (
     Source,
     frame_at,
     grad_off_around,
@@ -22,6 +21,7 @@ from repairbot.facts import (
     tensor_text,
     tracks_grad,
 )
+from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame

@@ -19,11 +19,19 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from repairbot.codemod import ImportTable, is_torch_name, one_line, quote_of, spans, walk
+from repairbot.analysis import (
+    ImportTable,
+    bound_once,
+    is_torch_name,
+    one_line,
+    place,
+    place_in,
+    spans,
+    walk,
+)
+from repairbot.codemod import quote_of
 from repairbot.evidence import Evidence
-from repairbot.facts import place, place_in
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
-from repairbot.provenance import bound_once
 from repairbot.sources import SourceError, Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from repairbot.analysis import place, resolve_site, shape_text
 from repairbot.evidence import Evidence
-from repairbot.facts import place, resolve_site, shape_text
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure

@@ -7,8 +7,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from repairbot.codemod import append_keyword, dotted_name, keyword_arg, positional_args
-from repairbot.lint.analysis import reference_head, torch_reference, whole_reference
+from repairbot.analysis import (
+    dotted_name,
+    keyword_arg,
+    positional_args,
+    reference_head,
+    torch_reference,
+    whole_reference,
+)
+from repairbot.codemod import append_keyword
 from repairbot.lint.rule import Invalid, LintRule, Valid
 from repairbot.lint.walk import children
 from repairbot.types import Applicability

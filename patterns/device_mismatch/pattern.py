@@ -20,18 +20,17 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from repairbot.codemod import (
+from repairbot.analysis import (
     ImportTable,
-    append_keyword,
     dotted_name,
     is_torch_name,
     keyword_arg,
     one_line,
-    quote_of,
+    place_in,
     walk,
 )
+from repairbot.codemod import append_keyword, quote_of
 from repairbot.evidence import Evidence
-from repairbot.facts import place_in
 from repairbot.pattern import Pattern, SiteTransformer, signature, span_of
 from repairbot.provenance import parameter_names
 from repairbot.sources import Sources, report_path

@@ -12,18 +12,25 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import ParentNodeProvider
 
-from repairbot.codemod import (
+from repairbot.analysis import (
+    Source,
     argument,
+    dtype_name,
+    events,
     is_torch_name,
     keyword_arg,
-    method_call,
     one_line,
+    place,
+    place_in,
     positional_args,
+    reads,
+    shape_text,
+    source,
     source_lines,
     walk,
 )
+from repairbot.codemod import method_call
 from repairbot.evidence import Evidence
-from repairbot.facts import Source, dtype_name, events, place, place_in, reads, shape_text, source
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.provenance import integer_value, parameter_names
 from repairbot.sources import Sources, report_path

@@ -9,8 +9,7 @@ from typing import Any
 
 import libcst as cst
 
-from repairbot.evidence import Evidence, LinearTrace
-from repairbot.facts import (
+from repairbot.analysis import (
     Description,
     place,
     recorded_local,
@@ -19,6 +18,7 @@ from repairbot.facts import (
     shape_text,
     source,
 )
+from repairbot.evidence import Evidence, LinearTrace
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame

@@ -7,16 +7,16 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from repairbot.codemod import dotted_name
-from repairbot.lint.analysis import (
+from repairbot.analysis import (
     LOOPS,
     SCOPES,
     calls_within,
     decorated_no_grad,
+    dotted_name,
     is_method_call,
-    is_no_grad_context,
     model_like,
     receiver,
+    with_grad_mode,
 )
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
 from repairbot.lint.walk import children
@@ -155,7 +155,8 @@ class EvalWithoutNoGrad(LintRule):
             self.calls.setdefault(name.rsplit(".", 1)[-1], []).append(self.grad_off[-1])
 
     def visit_With(self, node: cst.With) -> None:
-        self.grad_off.append(self.grad_off[-1] or any(is_no_grad_context(self.context, i.item) for i in node.items))
+        mode = with_grad_mode(node, self.context.qualify)  # the innermost switch decides (enable_grad inside)
+        self.grad_off.append(self.grad_off[-1] if mode is None else not mode)
 
     def leave_With(self, node: cst.With) -> None:
         self.grad_off.pop()
@@ -219,7 +220,7 @@ class EvalWithoutNoGrad(LintRule):
             node, in_loop = todo.pop()
             if isinstance(node, SCOPES):
                 continue
-            if isinstance(node, cst.With) and any(is_no_grad_context(self.context, i.item) for i in node.items):
+            if isinstance(node, cst.With) and with_grad_mode(node, self.context.qualify) is False:
                 continue
             if isinstance(node, cst.Call) and in_loop:
                 yield node

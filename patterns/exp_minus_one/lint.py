@@ -6,8 +6,8 @@ import re
 
 import libcst as cst
 
+from repairbot.analysis import is_method_call, number, receiver
 from repairbot.codemod import method_call
-from repairbot.lint.analysis import is_method_call, number, receiver
 from repairbot.lint.rule import Invalid, LintRule, Valid
 from repairbot.types import Applicability
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.codemod import dotted_name, positional_args
-from repairbot.lint.analysis import assigned_targets, is_method_call, model_like
+from repairbot.analysis import (
+    assigned_targets,
+    dotted_name,
+    is_method_call,
+    model_like,
+    positional_args,
+)
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
 from repairbot.types import Applicability
 

@@ -6,11 +6,13 @@ import re
 
 import libcst as cst
 
-from repairbot.codemod import argument, dotted_name, keyword_arg
-from repairbot.lint.analysis import (
+from repairbot.analysis import (
+    argument,
     assigned_targets,
     code_mentions,
+    dotted_name,
     is_method_call,
+    keyword_arg,
     number,
     statements_before,
     string_value,

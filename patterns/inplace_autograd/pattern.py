@@ -12,22 +12,26 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from repairbot.codemod import (
+from repairbot.analysis import (
     ImportTable,
+    ancestors,
     argument,
     call_at,
     dotted_name,
+    grad_off_in,
     is_torch_name,
     keyword_arg,
+    numel,
     one_line,
+    place_in,
     positional_args,
-    remove_arg,
     spans,
 )
+from repairbot.codemod import remove_arg
 from repairbot.evidence import Evidence, frame_from_json
-from repairbot.facts import numel, place_in
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.sources import Sources, report_path
+from repairbot.torch_semantics import NO_GRAD, is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 _MODIFIED = (
@@ -69,7 +73,6 @@ _NO_TWIN = frozenset({
     "requires_grad_", "resize_", "resize_as_", "resize_as_sparse_", "set_", "share_memory_",
     "sparse_resize_", "sparse_resize_and_clear_", "uniform_", "zero_",
 })
-_NO_GRAD = ("torch.no_grad", "torch.autograd.no_grad")
 
 _AUGMENTED: dict[type[cst.BaseAugOp], type[cst.BaseBinaryOp]] = {
     cst.AddAssign: cst.Add, cst.SubtractAssign: cst.Subtract, cst.MultiplyAssign: cst.Multiply,
@@ -378,10 +381,8 @@ def _is_inplace_call(node: cst.CSTNode, imports: ImportTable) -> bool:
     """``x.add_(y)``, ``torch.relu_(x)``, ``f(x, inplace=...)`` or ``F.relu(x, True)``."""
     if not isinstance(node, cst.Call):
         return False
-    if isinstance(node.func, cst.Attribute):
-        name = node.func.attr.value
-        if name.endswith("_") and not name.startswith("_"):
-            return True
+    if isinstance(node.func, cst.Attribute) and is_inplace_method(node.func.attr.value):
+        return True
     if keyword_arg(node, "inplace") is not None:
         return True
     qualified = imports.qualify(node.func) or ""
@@ -440,7 +441,7 @@ def _no_grad_call(imports: ImportTable) -> str | None:
         if full == "torch":
             return f"{local}.no_grad()"
     for local, full in sorted(imports.aliases.items()):
-        if full in _NO_GRAD:
+        if full in NO_GRAD:
             return f"{local}()"
     return None
 
@@ -450,24 +451,9 @@ def _is_no_grad_block(node: cst.CSTNode, imports: ImportTable) -> bool:
         return False
     item = node.items[0].item
     return (
-        isinstance(item, cst.Call) and not item.args and is_torch_name(imports.qualify(item.func), *_NO_GRAD)
+        isinstance(item, cst.Call) and not item.args and is_torch_name(imports.qualify(item.func), *NO_GRAD)
         and isinstance(node.body, cst.IndentedBlock)
     )
-
-
-def _under_no_grad(node: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], imports: ImportTable) -> bool:
-    """Is the node inside a ``with torch.no_grad():`` (or ``inference_mode``) block of its own function?"""
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
-            return False
-        if isinstance(node, cst.With) and any(
-            isinstance(item.item, cst.Call)
-            and is_torch_name(imports.qualify(item.item.func), *_NO_GRAD, "torch.inference_mode")
-            for item in node.items
-        ):
-            return True
-    return False
 
 
 def _is_inplace_statement(statement: cst.BaseSmallStatement, imports: ImportTable) -> bool:
@@ -905,7 +891,7 @@ class InplaceAutograd(Pattern):
                 at=frame,
             )
         parents = wrapper.resolve(ParentNodeProvider)
-        if _under_no_grad(statement, parents, imports):
+        if grad_off_in(ancestors(parents, statement), imports.qualify) is not None:
             return self.decline(
                 f"`{code}` at {_location(frame)} already runs under no_grad, yet autograd saw the in-place update",
                 diagnosis="look for a torch.enable_grad() or set_grad_enabled(True) around this update",

@@ -10,27 +10,25 @@ from typing import Any
 
 import libcst as cst
 
-from repairbot.codemod import (
+from repairbot.analysis import (
     ImportTable,
+    Source,
     argument,
     call_at,
+    frame_at,
     has_star_args,
     is_torch_name,
-    one_line,
-    replace_arg_value,
-    walk,
-)
-from repairbot.evidence import Evidence, LayerSite, LinearTrace
-from repairbot.facts import (
-    Source,
-    frame_at,
     local_tensors,
+    one_line,
     place_in,
     reads,
     shape_of,
     shape_text,
     source,
+    walk,
 )
+from repairbot.codemod import replace_arg_value
+from repairbot.evidence import Evidence, LayerSite, LinearTrace
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.provenance import LITERAL, integer_value, is_literal, written_at
 from repairbot.sources import Sources, report_path

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.codemod import dotted_name, method_call
-from repairbot.lint.analysis import (
+from repairbot.analysis import (
     LOOPS,
     calls_within,
+    dotted_name,
     enclosing_scope,
     innermost,
     is_method_call,
@@ -15,6 +15,7 @@ from repairbot.lint.analysis import (
     receiver,
     within,
 )
+from repairbot.codemod import method_call
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
 from repairbot.types import Applicability
 

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.codemod import append_keyword, argument, dotted_name
-from repairbot.lint.analysis import SCOPES, assigned_targets, string_value
+from repairbot.analysis import (
+    DEVICE_NAMES,
+    SCOPES,
+    argument,
+    assigned_targets,
+    dotted_name,
+    string_value,
+)
+from repairbot.codemod import append_keyword
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.torch_semantics import CHECKPOINT_LOADERS, MAP_LOCATION_POSITION
 from repairbot.types import Applicability
 
-from .pattern import _DEVICE_NAMES, _LOADERS
-
-# where each loader takes map_location positionally
-_MAP_LOCATION_POSITION = {"torch.load": 1, "torch.hub.load_state_dict_from_url": 2, "torch.utils.model_zoo.load_url": 2}
 _DEVICE_CHECKS = (
     "torch.cuda.is_available", "torch.backends.mps.is_available", "torch.xpu.is_available",
     "torch.accelerator.is_available", "torch.accelerator.current_accelerator",
@@ -140,7 +144,7 @@ class LoadWithoutMapLocation(LintRule):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         names = {p.name.value: 0 for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)}
-        self.function_devices[node] = {n: o for n, o in names.items() if n in _DEVICE_NAMES}
+        self.function_devices[node] = {n: o for n, o in names.items() if n in DEVICE_NAMES}
 
     def leave_Assign(self, node: cst.Assign) -> None:
         self.order += 1
@@ -148,7 +152,7 @@ class LoadWithoutMapLocation(LintRule):
             self.buffers.update(t.value for t in assigned_targets(node) if isinstance(t, cst.Name))
         scope = self._function()
         for target in assigned_targets(node):
-            if isinstance(target, cst.Name) and target.value in _DEVICE_NAMES:
+            if isinstance(target, cst.Name) and target.value in DEVICE_NAMES:
                 if scope is None:
                     self.module_devices.setdefault(target.value, self.order)
                 elif scope in self.function_devices:
@@ -159,10 +163,10 @@ class LoadWithoutMapLocation(LintRule):
         qualified = self.context.qualify(node.func)
         if qualified in _DEVICE_CHECKS or (qualified == "torch.device" and node.args and string_value(node.args[0].value) is None):
             self.picks_device = True
-        loader = next((name for name in _LOADERS if qualified == name), None)
+        loader = next((name for name in CHECKPOINT_LOADERS if qualified == name), None)
         if loader is None or any(arg.star == "**" for arg in node.args):
             return
-        if argument(node, _MAP_LOCATION_POSITION[loader], "map_location") is not None:
+        if argument(node, MAP_LOCATION_POSITION[loader], "map_location") is not None:
             return
         self.loads.append((node, loader, self._function(), self.order))
 
@@ -170,10 +174,10 @@ class LoadWithoutMapLocation(LintRule):
         """A device variable bound where the call runs: in its function before it, as one of the
         function's parameters, or at module level (before it, for a call at module level)."""
         local = self.function_devices.get(function, {}) if function is not None else {}
-        for name in _DEVICE_NAMES:
+        for name in DEVICE_NAMES:
             if name in local and local[name] < order:
                 return name
-        for name in _DEVICE_NAMES:
+        for name in DEVICE_NAMES:
             if name in self.module_devices and (function is not None or self.module_devices[name] < order):
                 return name
         return None

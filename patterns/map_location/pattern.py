@@ -9,23 +9,20 @@ from typing import Any
 
 import libcst as cst
 
-from repairbot.codemod import (
+from repairbot.analysis import (
+    DEVICE_NAMES,
     ImportTable,
-    append_keyword,
     call_at,
     calls_on_line,
     is_torch_name,
     keyword_arg,
-    string_literal,
 )
+from repairbot.codemod import append_keyword, string_literal
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.sources import Sources
+from repairbot.torch_semantics import CHECKPOINT_LOADERS
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
-
-# Loaders that take a map_location argument of their own.
-_LOADERS = ("torch.load", "torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url")
-_DEVICE_NAMES = ("device", "dev", "DEVICE", "torch_device")
 
 
 class AddMapLocation(SiteTransformer):
@@ -145,12 +142,12 @@ def _loader_call(wrapper: Any, imports: ImportTable, frame: Frame) -> tuple[cst.
     if frame.col is not None:
         located = call_at(wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
         if located is not None and isinstance(located.node, cst.Call):
-            if is_torch_name(imports.qualify(located.node.func), *_LOADERS):
+            if is_torch_name(imports.qualify(located.node.func), *CHECKPOINT_LOADERS):
                 return located.node, located.span
             return None
     loaders = [
         c for c in calls_on_line(wrapper, frame.line)
-        if isinstance(c.node, cst.Call) and is_torch_name(imports.qualify(c.node.func), *_LOADERS)
+        if isinstance(c.node, cst.Call) and is_torch_name(imports.qualify(c.node.func), *CHECKPOINT_LOADERS)
     ]
     if len(loaders) == 1 and isinstance(loaders[0].node, cst.Call):
         return loaders[0].node, loaders[0].span
@@ -177,6 +174,6 @@ def _device_variable(scope: Mapping[str, Mapping[str, Any]], cuda_available: boo
             if value.get("kind") == "device-string" and "dev" not in name.lower():
                 continue  # a string "cpu" in a variable not named like a device is a coincidence
             usable.append(name)
-    preferred = [n for n in _DEVICE_NAMES if n in usable]
+    preferred = [n for n in DEVICE_NAMES if n in usable]
     chosen = preferred or usable
     return chosen[0] if chosen else None

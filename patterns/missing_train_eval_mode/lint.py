@@ -7,8 +7,15 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from repairbot.codemod import dotted_name
-from repairbot.lint.analysis import LOOPS, SCOPES, is_false, is_method_call, last_name, receiver
+from repairbot.analysis import (
+    LOOPS,
+    SCOPES,
+    dotted_name,
+    is_false,
+    is_method_call,
+    last_name,
+    receiver,
+)
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
 from repairbot.lint.walk import descendants
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.codemod import dotted_name, method_call
-from repairbot.lint.analysis import (
+from repairbot.analysis import (
     LOOPS,
     assigned_targets,
     calls_within,
+    dotted_name,
     innermost,
     is_method_call,
     method_name,
     receiver,
     within,
 )
+from repairbot.codemod import method_call
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
 from repairbot.types import Applicability
 

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from repairbot.codemod import walk
-from repairbot.evidence import Evidence
-from repairbot.facts import (
+from repairbot.analysis import (
     Source,
     frame_at,
     grad_off_around,
@@ -22,7 +20,9 @@ from repairbot.facts import (
     scope_of,
     source,
     tensor_text,
+    walk,
 )
+from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame

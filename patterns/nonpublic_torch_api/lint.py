@@ -6,8 +6,7 @@ import re
 
 import libcst as cst
 
-from repairbot.codemod import dotted_name
-from repairbot.lint.analysis import reference_head, torch_reference, whole_reference
+from repairbot.analysis import dotted_name, reference_head, torch_reference, whole_reference
 from repairbot.lint.rule import Invalid, LintRule, Valid
 from repairbot.types import Applicability
 

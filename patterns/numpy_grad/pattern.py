@@ -11,9 +11,9 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from repairbot.codemod import call_at, calls_on_line, method_call, one_line, spans
+from repairbot.analysis import call_at, calls_on_line, one_line, place, spans, tensor_text
+from repairbot.codemod import method_call
 from repairbot.evidence import Evidence
-from repairbot.facts import place, tensor_text
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.codemod import dotted_name
-from repairbot.lint.analysis import enclosing_scope, is_method_call, receiver
+from repairbot.analysis import dotted_name, enclosing_scope, is_method_call, receiver
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
 from repairbot.lint.walk import descendants
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.lint.analysis import assigned_targets
+from repairbot.analysis import assigned_targets
 from repairbot.lint.rule import Invalid, LintRule, Valid
 from repairbot.types import Applicability
 

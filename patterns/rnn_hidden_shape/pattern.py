@@ -7,10 +7,9 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
-from repairbot.codemod import argument
-from repairbot.evidence import Evidence
-from repairbot.facts import (
+from repairbot.analysis import (
     Source,
+    argument,
     events,
     local_tensors,
     place,
@@ -19,6 +18,7 @@ from repairbot.facts import (
     shape_text,
     source,
 )
+from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site

@@ -6,14 +6,16 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from repairbot.codemod import argument, dotted_name, remove_arg
-from repairbot.lint.analysis import (
+from repairbot.analysis import (
+    argument,
     assigned_targets,
+    dotted_name,
     enclosing_scope,
     is_method_call,
     receiver,
     within,
 )
+from repairbot.codemod import remove_arg
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
 from repairbot.lint.walk import children, descendants
 from repairbot.types import Applicability

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from repairbot.codemod import argument, string_literal
+from repairbot.analysis import Source, argument, source
+from repairbot.codemod import string_literal
 from repairbot.evidence import Evidence
-from repairbot.facts import Source, source
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Site, Span

@@ -9,9 +9,18 @@ from pathlib import Path
 
 import libcst as cst
 
-from repairbot.codemod import argument, call_at, called_name, calls_on_line
+from repairbot.analysis import (
+    Source,
+    argument,
+    call_at,
+    called_name,
+    calls_on_line,
+    place,
+    recorded_local,
+    resolve_site,
+    source,
+)
 from repairbot.evidence import Evidence, LinearTrace
-from repairbot.facts import Source, place, recorded_local, resolve_site, source
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame

@@ -11,34 +11,32 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import ParentNodeProvider
 
-from repairbot.codemod import (
-    append_keyword,
+from repairbot.analysis import (
+    Event,
+    Source,
     argument,
-    call_at,
-    calls_on_line,
+    bound_once,
+    dtype_name,
+    events,
     has_star_args,
     is_torch_name,
     keyword_arg,
-    method_call,
-    one_line,
-    replace_arg_value,
-    walk,
-)
-from repairbot.evidence import Evidence
-from repairbot.facts import (
-    Event,
-    Source,
-    dtype_name,
-    events,
     last_binding,
+    loss_call_at,
+    loss_name,
+    one_line,
     place,
     place_in,
     shape_text,
     source,
+    walk,
 )
+from repairbot.codemod import append_keyword, method_call, replace_arg_value
+from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
-from repairbot.provenance import bound_once, parameter_names, project_sources, written_at
+from repairbot.provenance import parameter_names, project_sources, written_at
 from repairbot.sources import Sources, report_path
+from repairbot.torch_semantics import is_loss_name
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 Scope = Mapping[str, Mapping[str, Any]]
@@ -263,36 +261,13 @@ class _LossCall:
                 return f"the loss that {where} calls backward() on is not made by a loss call before it"
             call = value
         span = src.positions[call]
-        name = _loss_name(src, call, scope) or _torch_loss_frame(failure, frame)
+        name = loss_name(call, src.imports, scope) or _torch_loss_frame(failure, frame)
         return cls(call, span, name, span.line)
 
 
 def _call_at_frame(src: Source, frame: Frame, scope: Scope) -> cst.Call | None:
-    if frame.col is not None:
-        located = call_at(src.wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
-        return located.node if located is not None and isinstance(located.node, cst.Call) else None
-    calls = [c.node for c in calls_on_line(src.wrapper, frame.line) if isinstance(c.node, cst.Call)]
-    losses = [c for c in calls if _loss_name(src, c, scope) is not None]
-    for chosen in (losses, calls):
-        if len(chosen) == 1:
-            return chosen[0]
-    return None
-
-
-def _loss_name(src: Source, call: cst.Call, scope: Scope) -> str | None:
-    """``cross_entropy``, ``CrossEntropyLoss``...: by the torch name the call uses, or by the
-    traced type of the module it calls (``criterion(...)``)."""
-    func = call.func.func if isinstance(call.func, cst.Call) else call.func  # nn.CrossEntropyLoss()(...)
-    qualified = src.imports.qualify(func)
-    if qualified is not None and qualified.startswith("torch."):
-        name = qualified.rsplit(".", 1)[-1]
-        return name if _is_loss(name) else None
-    if isinstance(func, cst.Name):
-        for kind in ("locals", "globals"):
-            described = scope.get(kind, {}).get(func.value)
-            if described and described.get("kind") == "module" and _is_loss(str(described.get("type", ""))):
-                return str(described["type"])
-    return None
+    located = loss_call_at(src.wrapper, src.imports, scope, frame)
+    return located.node if located is not None and isinstance(located.node, cst.Call) else None
 
 
 def _torch_loss_frame(failure: Failure, frame: Frame) -> str | None:
@@ -303,13 +278,9 @@ def _torch_loss_frame(failure: Failure, frame: Frame) -> str | None:
     for deeper in frames[frames.index(frame) + 1 :]:
         if deeper.user:
             return None
-        if _is_loss(deeper.function):
+        if is_loss_name(deeper.function):
             return deeper.function
     return None
-
-
-def _is_loss(name: str) -> bool:
-    return name in _INDEX_LOSSES | _MULTILABEL_MARGIN | _FLOAT_TARGET_LOSSES or name.lower().endswith("loss")
 
 
 # -- the decision -------------------------------------------------------------------------------
@@ -441,7 +412,7 @@ class _Locator:
     def _loss_input(self) -> Sequence[int] | None:
         """The prediction's shape as the failing loss module received it (``nn.CrossEntropyLoss``)."""
         module = self.evidence.failing_module if self.evidence else None
-        if module and _is_loss(str(module.get("type", ""))) and isinstance(module.get("input_shape"), list):
+        if module and is_loss_name(str(module.get("type", ""))) and isinstance(module.get("input_shape"), list):
             return [int(v) for v in module["input_shape"]]
         return None
 
@@ -647,7 +618,7 @@ class _Locator:
         """The calls in ``owner`` that take class indices: the failing loss's callee, a torch index loss."""
         return {
             id(c) for c in _calls_in(owner)
-            if (src is self.src and _same_callee(src, c, self.loss.call)) or _loss_name(src, c, {}) in _INDEX_LOSSES
+            if (src is self.src and _same_callee(src, c, self.loss.call)) or loss_name(c, src.imports, {}) in _INDEX_LOSSES
         }
 
     def _onward(self, src: Source, depth: int, name: str) -> Onward:

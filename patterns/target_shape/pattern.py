@@ -11,18 +11,18 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from repairbot.codemod import (
+from repairbot.analysis import (
     ImportTable,
     argument,
-    call_at,
     calls_on_line,
     has_star_args,
-    method_call,
+    loss_call_at,
+    loss_name,
     one_line,
-    replace_arg_value,
+    place_in,
 )
+from repairbot.codemod import method_call, replace_arg_value
 from repairbot.evidence import Evidence
-from repairbot.facts import place_in
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature, type_matches
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -177,7 +177,7 @@ class TargetShape(Pattern):
                 )
             traced[name] = list(shape)
 
-        loss = _loss_name(call, imports, scope)
+        loss = loss_name(call, imports, scope)
         if not traced and loss is None and not _called_directly(failure, frame):
             return self.decline(
                 f"`{module.code_for_node(call.func)}` at {where} reaches the loss through another package, "
@@ -392,46 +392,18 @@ def _loss_call(
     looks like a loss, else the only call that passes two arguments.
     """
     where = f"{place_in(Path(frame.file), frame.line)}"
+    found = loss_call_at(wrapper, imports, scope, frame, accepts=_takes_input_and_target)
+    if found is not None and isinstance(found.node, cst.Call):
+        return found.node, found.span
     if frame.col is not None:
-        located = call_at(wrapper, frame.line, frame.col, frame.end_line, frame.end_col)
-        if located is None or not isinstance(located.node, cst.Call):
-            return f"no call at the traced position {where}:{frame.col} (the file changed since the run?)"
-        return located.node, located.span
-    pairs = [
-        (located.node, located.span) for located in calls_on_line(wrapper, frame.line)
-        if isinstance(located.node, cst.Call)
-        and argument(located.node, 0, "input") is not None and argument(located.node, 1, "target") is not None
-    ]
-    losses = [(call, span) for call, span in pairs if _loss_name(call, imports, scope) is not None]
-    for chosen in (losses, pairs):
-        if len(chosen) == 1:
-            return chosen[0]
-    if not pairs:
+        return f"no call at the traced position {where}:{frame.col} (the file changed since the run?)"
+    if not any(isinstance(c.node, cst.Call) and _takes_input_and_target(c.node) for c in calls_on_line(wrapper, frame.line)):
         return f"no call with a prediction and a target starts at {where}"
     return f"several calls at {where} take two arguments; the loss call among them is not certain"
 
 
-def _loss_name(call: cst.Call, imports: ImportTable, scope: Scope) -> str | None:
-    """``BCEWithLogitsLoss``, ``mse_loss``...: the torch loss the call invokes, when it says so.
-
-    ``F.mse_loss(...)``, ``nn.MSELoss()(...)`` by name; ``criterion(...)`` by the traced type
-    of the local it calls.
-    """
-    func = call.func.func if isinstance(call.func, cst.Call) else call.func
-    qualified = imports.qualify(func)
-    if qualified is not None and qualified.startswith("torch."):
-        name = qualified.rsplit(".", 1)[-1]
-        return name if _looks_like_loss(name) else None
-    if isinstance(func, cst.Name):
-        for kind in ("locals", "globals"):
-            value = scope.get(kind, {}).get(func.value)
-            if value and value.get("kind") == "module" and _looks_like_loss(str(value.get("type", ""))):
-                return str(value["type"])
-    return None
-
-
-def _looks_like_loss(name: str) -> bool:
-    return name.lower().endswith("loss") or "cross_entropy" in name
+def _takes_input_and_target(call: cst.Call) -> bool:
+    return argument(call, 0, "input") is not None and argument(call, 1, "target") is not None
 
 
 def _traced_shape(scope: Scope, value: cst.BaseExpression) -> Shape | None:

@@ -9,11 +9,20 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from repairbot.codemod import ImportTable, call_at, calls_on_line, one_line, spans
+from repairbot.analysis import (
+    ImportTable,
+    call_at,
+    calls_on_line,
+    enclosing,
+    one_line,
+    place,
+    shape_text,
+    spans,
+)
 from repairbot.evidence import Evidence
-from repairbot.facts import place, shape_text
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
+from repairbot.torch_semantics import is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 # ``.view(...)`` and its sibling ``.view_as(other)``, with the method that copies when it must.
@@ -222,15 +231,10 @@ def _is_torch_class_view(wrapper: MetadataWrapper, call: cst.Call) -> bool:
 # Aliasing: writes through the view
 
 
-def _is_inplace_method(name: str) -> bool:
-    """``zero_``, ``add_``, ``copy_``: torch's in-place methods end with one underscore."""
-    return name.endswith("_") and not name.endswith("__") and not name.startswith("_")
-
-
 def _written_on_the_spot(call: cst.Call, parents: Mapping[cst.CSTNode, cst.CSTNode]) -> str | None:
     """How the view's result is written in place in the same expression, if it is."""
     parent = parents.get(call)
-    if isinstance(parent, cst.Attribute) and parent.value is call and _is_inplace_method(parent.attr.value):
+    if isinstance(parent, cst.Attribute) and parent.value is call and is_inplace_method(parent.attr.value):
         return f".{parent.attr.value}()"
     if isinstance(parent, cst.Arg) and parent.keyword is not None and parent.keyword.value == "out":
         return "out="
@@ -239,7 +243,7 @@ def _written_on_the_spot(call: cst.Call, parents: Mapping[cst.CSTNode, cst.CSTNo
         holder = parents.get(parent)
         if isinstance(holder, cst.AssignTarget | cst.AugAssign) and holder.target is parent:
             return "an item assignment"
-        if isinstance(holder, cst.Attribute) and holder.value is parent and _is_inplace_method(holder.attr.value):
+        if isinstance(holder, cst.Attribute) and holder.value is parent and is_inplace_method(holder.attr.value):
             return f"[...].{holder.attr.value}()"
         node, parent = parent, holder
     return None
@@ -249,7 +253,7 @@ def _written_later(
     wrapper: MetadataWrapper, parents: Mapping[cst.CSTNode, cst.CSTNode], call: cst.Call
 ) -> tuple[str, int] | None:
     """``y = x.t().view(-1)`` then ``y[0] = 1`` / ``y += 1`` / ``y.add_(1)`` later in the same block."""
-    statement = _enclosing(parents, call, cst.SimpleStatementLine)
+    statement = enclosing(parents, call, cst.SimpleStatementLine)
     if not isinstance(statement, cst.SimpleStatementLine):
         return None
     # only the view itself: a chain after it (``.float()``) may or may not copy
@@ -261,7 +265,7 @@ def _written_later(
     if not assigned:
         return None
     name = assigned[0]
-    owner = _enclosing(parents, statement, cst.FunctionDef) or wrapper.module
+    owner = enclosing(parents, statement, cst.FunctionDef) or wrapper.module
     positions = spans(wrapper)
     start = positions[statement].end_line
     for node in _walk(owner):
@@ -279,7 +283,7 @@ def _writes_name(node: cst.CSTNode, name: str) -> bool:
     if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Subscript):
         return _is_name(node.target.value, name)
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        return _is_name(node.func.value, name) and _is_inplace_method(node.func.attr.value)
+        return _is_name(node.func.value, name) and is_inplace_method(node.func.attr.value)
     return False
 
 
@@ -294,15 +298,6 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             continue
         yield child
         yield from _walk(child)
-
-
-def _enclosing(
-    parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, kind: type[cst.CSTNode]
-) -> cst.CSTNode | None:
-    current = parents.get(node)
-    while current is not None and not isinstance(current, kind):
-        current = parents.get(current)
-    return current
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,17 +13,17 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from repairbot.codemod import (
+from repairbot.analysis import (
     ImportTable,
     dotted_name,
     is_torch_name,
     one_line,
+    place,
     source_lines,
     spans,
-    string_literal,
 )
+from repairbot.codemod import string_literal
 from repairbot.evidence import Evidence
-from repairbot.facts import place
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources, report_path
 from repairbot.trace.bootstrap import NUMPY_DTYPE_CLASS, PLAIN_DATA

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.codemod import keyword_arg
-from repairbot.lint.analysis import is_false
+from repairbot.analysis import is_false, keyword_arg
 from repairbot.lint.rule import Invalid, LintRule, Valid
 
 

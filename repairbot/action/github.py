@@ -41,12 +41,16 @@ def append_summary(markdown: str) -> None:
     _append("GITHUB_STEP_SUMMARY", markdown if markdown.endswith("\n") else markdown + "\n")
 
 
-def _escape_data(text: str) -> str:
+def escape_data(text: str) -> str:
+    """A workflow command's message (after ``::``): ``%``, CR and LF percent-encoded, so that a
+    value cannot end the command or start another."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+def escape_property(text: str) -> str:
+    """A workflow command's property value (``file=``, ``title=``): ``escape_data`` and also
+    ``:`` and ``,``, which end a property."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def annotation(
@@ -56,13 +60,13 @@ def annotation(
     """An ``::error``/``::warning``/``::notice`` annotation on a file and line of the repository."""
     properties = []
     if file:
-        properties.append(f"file={_escape_property(file)}")
+        properties.append(f"file={escape_property(file)}")
         if line:
             properties.append(f"line={int(line)}")
     if title:
-        properties.append(f"title={_escape_property(title)}")
+        properties.append(f"title={escape_property(title)}")
     head = f"::{level} {','.join(properties)}" if properties else f"::{level}"
-    print(f"{head}::{_escape_data(message)}", file=stream or sys.stdout, flush=True)
+    print(f"{head}::{escape_data(message)}", file=stream or sys.stdout, flush=True)
 
 
 @contextmanager
@@ -70,7 +74,7 @@ def group(title: str, stream: TextIO | None = None) -> Iterator[None]:
     """A collapsed group in the log whose contents cannot issue workflow commands."""
     out = stream or sys.stdout
     token = secrets.token_hex(16)
-    print(f"::group::{_escape_data(title)}", file=out, flush=True)
+    print(f"::group::{escape_data(title)}", file=out, flush=True)
     print(f"::stop-commands::{token}", file=out, flush=True)
     try:
         yield

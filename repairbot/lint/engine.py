@@ -21,7 +21,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
-from repairbot.codemod import ImportTable
+from repairbot.analysis import ImportTable
 from repairbot.lint.rule import FileContext, LintRule, Replacement, Report, handlers
 from repairbot.lint.walk import Handler, descendants, imports, walk
 from repairbot.sources import line_endings

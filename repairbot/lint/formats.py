@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from repairbot import __version__
+from repairbot.action.github import escape_data, escape_property
 from repairbot.lint.engine import PARSE_ERROR, Finding
 from repairbot.lint.rule import LintRule
 from repairbot.lint.run import LintReport
@@ -117,31 +118,23 @@ def summary(report: LintReport, verbose: bool = False) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def render_github(report: LintReport) -> str:
     """GitHub Actions workflow commands: one annotation per finding, on its file and line."""
     lines = []
     for f in report.findings:
         if f.cell is not None:  # a notebook: the annotation goes on the .ipynb's own line
             properties = ",".join([
-                f"file={_escape_property(f.path)}", f"line={f.source_line or 1}",
-                f"title={_escape_property(f'repairbot {f.rule} (cell {f.cell}, line {f.line})')}",
+                f"file={escape_property(f.path)}", f"line={f.source_line or 1}",
+                f"title={escape_property(f'repairbot {f.rule} (cell {f.cell}, line {f.line})')}",
             ])
             text = f"{f.rule}: cell {f.cell}, line {f.line}, column {f.column}: {f.message}"
-            lines.append(f"::warning {properties}::{_escape_data(text)}\n")
+            lines.append(f"::warning {properties}::{escape_data(text)}\n")
             continue
         properties = ",".join([
-            f"file={_escape_property(f.path)}", f"line={f.line}", f"col={f.column}",
-            f"endLine={f.end_line}", f"endColumn={f.end_column}", f"title={_escape_property('repairbot ' + f.rule)}",
+            f"file={escape_property(f.path)}", f"line={f.line}", f"col={f.column}",
+            f"endLine={f.end_line}", f"endColumn={f.end_column}", f"title={escape_property('repairbot ' + f.rule)}",
         ])
-        lines.append(f"::warning {properties}::{_escape_data(f'{f.rule}: {f.message}')}\n")
+        lines.append(f"::warning {properties}::{escape_data(f'{f.rule}: {f.message}')}\n")
     return "".join(lines)
 
 

@@ -35,7 +35,7 @@ from typing import ClassVar
 
 import libcst as cst
 
-from repairbot.codemod import ImportTable, dotted_name, is_torch_name
+from repairbot.analysis import ImportTable, dotted_name, is_torch_name
 from repairbot.lint.walk import descendants
 from repairbot.types import Applicability
 from repairbot.unit import DocFormat, Kind, Unit
