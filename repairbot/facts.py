@@ -443,3 +443,42 @@ def dtype_name(text: str | None) -> str | None:
     if word.startswith("float8"):
         return word
     return DTYPE_WORDS.get(word)
+
+
+def failing_expression(positions: Mapping[cst.CSTNode, Span], frame: Frame) -> cst.CSTNode | None:
+    """The node a traceback frame was executing, from the columns Python 3.11+ records.
+
+    With columns: the expression with exactly the traced span (of nodes sharing it, the
+    outermost: an expression and its only child); a method call written over several lines
+    (``Model(\\n...\\n).to(device)``), which Python places from its attribute to the call's
+    end; else the smallest expression containing the span. Without columns (older Pythons),
+    or when no expression fits, the one simple statement around the line, which the caller
+    reads as a whole. ``None`` when the line holds no single simple statement.
+    """
+    if frame.col is not None and frame.end_col is not None:
+        end_line = frame.end_line or frame.line
+        wanted = Span(frame.line, frame.col, end_line, frame.end_col)
+        expressions = [(n, s) for n, s in positions.items() if isinstance(n, cst.BaseExpression)]
+        exact = [n for n, s in expressions if s == wanted]
+        if exact:
+            return max(exact, key=_size)
+        split = [
+            n for n, s in expressions
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and s.line < frame.line
+            and (s.end_line, s.end_col) == (end_line, frame.end_col) and positions[n.func.attr].line == frame.line
+        ]
+        if len(split) == 1:
+            return split[0]
+        containing = [
+            (s.end_line - s.line, s.end_col - s.col, n) for n, s in expressions
+            if (s.line, s.col) <= (frame.line, frame.col) and (s.end_line, s.end_col) >= (end_line, frame.end_col)
+        ]
+        if containing:
+            return min(containing, key=lambda item: (item[0], item[1]))[2]
+    lines = [n for n, s in positions.items() if isinstance(n, cst.SimpleStatementLine) and s.line <= frame.line <= s.end_line]
+    return lines[0] if len(lines) == 1 else None
+
+
+def _size(node: cst.CSTNode) -> int:
+    """A node and its descendants: of nodes sharing a span, the parent has the most."""
+    return 1 + sum(_size(child) for child in node.children)
