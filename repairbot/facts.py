@@ -482,3 +482,8 @@ def failing_expression(positions: Mapping[cst.CSTNode, Span], frame: Frame) -> c
 def _size(node: cst.CSTNode) -> int:
     """A node and its descendants: of nodes sharing a span, the parent has the most."""
     return 1 + sum(_size(child) for child in node.children)
+
+
+def bound_names(target: cst.BaseExpression) -> list[str]:
+    """Names an assignment or loop target binds, in order: ``step, (x, y)`` -> step, x, y."""
+    return _targets(target)[0]

@@ -372,20 +372,31 @@ def project_sources(sources: Sources, src: Source) -> list[Source]:
 
 
 def _argparse_default(src: Source, attr: str) -> cst.BaseExpression | None:
-    """The ``default=`` of the one ``add_argument("--attr")`` (dashes or underscores) of the file."""
-    flags = {f"--{attr}", f"--{attr.replace('_', '-')}", attr}
+    """The ``default=`` of the one ``add_argument`` of the file whose destination is ``attr``."""
     found = []
     for node in walk(src.module):
         if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
             continue
-        names = [a.value.evaluated_value for a in node.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
-        dest = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "dest"), None)
-        if dest is not None and isinstance(dest, cst.SimpleString):
-            names = [dest.evaluated_value]
-        if flags & {str(n) for n in names}:
+        if argparse_dest(node) == attr:
             default = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "default"), None)
             found.append(default)
     return found[0] if len(found) == 1 and found[0] is not None and is_literal(found[0]) else None
+
+
+def argparse_dest(call: cst.Call) -> str | None:
+    """The attribute an ``add_argument`` call sets, as argparse names it: ``--device`` ->
+    ``device``, ``--gpu-id`` -> ``gpu_id`` (the first long option, else the first name); ``dest=`` wins."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "dest" and isinstance(arg.value, cst.SimpleString):
+            value = arg.value.evaluated_value
+            return value if isinstance(value, str) else None
+    options = [
+        a.value.evaluated_value for a in call.args
+        if a.keyword is None and isinstance(a.value, cst.SimpleString) and isinstance(a.value.evaluated_value, str)
+    ]
+    longs = [o for o in options if isinstance(o, str) and o.startswith("--")]
+    chosen = longs[0] if longs else (options[0] if options else None)
+    return chosen.lstrip("-").replace("-", "_") if isinstance(chosen, str) else None
 
 
 def _dict_entry(src: Source, node: cst.Subscript, trail: tuple[str, ...]) -> Written | None:
@@ -1045,10 +1056,11 @@ def _methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
     return [node for node in body if isinstance(node, cst.FunctionDef)]
 
 
-def own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
-    """The nodes of a function's body, nested functions, classes and lambdas left out."""
+def own_nodes(scope: cst.FunctionDef | cst.Module) -> list[cst.CSTNode]:
+    """The nodes of a function's body (or a module's), in source order, nested functions,
+    classes and lambdas left out."""
     found: list[cst.CSTNode] = []
-    stack: list[cst.CSTNode] = [function.body]
+    stack: list[cst.CSTNode] = [scope.body] if isinstance(scope, cst.FunctionDef) else list(reversed(scope.body))
     while stack:
         node = stack.pop()
         if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):

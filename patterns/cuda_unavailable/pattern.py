@@ -21,9 +21,9 @@ from libcst.metadata import (
 
 from repairbot.codemod import ImportTable, is_torch_name, one_line, quote_of, spans, walk
 from repairbot.evidence import Evidence
-from repairbot.facts import place, place_in
+from repairbot.facts import failing_expression, place, place_in
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
-from repairbot.provenance import bound_once
+from repairbot.provenance import argparse_dest, bound_once
 from repairbot.sources import SourceError, Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -222,7 +222,7 @@ class CudaUnavailable(Pattern):
         ``torch.cuda.is_available()`` where it is written (``use_cuda = not args.no_cuda`` ->
         ``use_cuda = not args.no_cuda and torch.cuda.is_available()``), or at the choice itself
         when the switch is an option read as it is (``args.cuda``)."""
-        expression = view._expression(frame)
+        expression = failing_expression(view.positions, frame)
         if expression is None or view.torch is None:
             return None
         owner = view._owner(expression)
@@ -530,7 +530,7 @@ class _File:
                     yield self._site("device-argument", arg.value, call, indexed)
             elif keyword == "default" and method == "add_argument":
                 is_cuda, indexed = _cuda_literal(arg.value)
-                dest = _argparse_dest(call)
+                dest = argparse_dest(call)
                 if is_cuda and dest is not None and _device_like(dest):
                     yield self._site("device-value", arg.value, call, indexed, binds=(f"attr:{dest}",))
             elif keyword is not None and _device_like(keyword) and not torch_callee:
@@ -597,7 +597,7 @@ class _File:
     def link(self, frame: Frame, evidence: Evidence | None) -> _Link | None:
         """The hard-coded site this frame's expression reaches: inside it, or the definition of
         a device it reads; or a CUDA literal it passes straight to the call it makes."""
-        expression = self._expression(frame)
+        expression = failing_expression(self.positions, frame)
         if expression is None:
             return None
         where = self.positions[expression]
@@ -661,35 +661,6 @@ class _File:
                 where = self._owner(node)
                 if (where is owner or isinstance(where, cst.Module)) and node.value is not None:
                     yield node.value
-
-    def _expression(self, frame: Frame) -> cst.CSTNode | None:
-        """The expression the frame was executing (traced columns), else its line's statement."""
-        if frame.col is not None:
-            wanted = (frame.line, frame.col, frame.end_line or frame.line, frame.end_col)
-            exact = [
-                node for node, span in self.positions.items()
-                if isinstance(node, cst.BaseExpression) and _span_tuple(span) == wanted
-            ]
-            if not exact:
-                # a method call written over several lines (``Model(\n...\n).to(device)``): Python
-                # places it at its attribute, so the traced start is no node's; its end is the call's
-                exact = [
-                    node for node, span in self.positions.items()
-                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and span.line < frame.line
-                    and (span.end_line, span.end_col) == wanted[2:]
-                    and self.positions[node.func.attr].line == frame.line
-                ]
-                if len(exact) == 1:
-                    return exact[0]
-                return None
-            if exact:
-                return max(exact, key=lambda node: sum(1 for _ in walk(node)))
-            return None
-        lines = [
-            node for node, span in self.positions.items()
-            if isinstance(node, cst.SimpleStatementLine) and span.line <= frame.line <= span.end_line
-        ]
-        return lines[0] if len(lines) == 1 else None
 
     def _owner(self, node: cst.CSTNode, *also: type[cst.CSTNode]) -> cst.CSTNode:
         """The function the node runs in (or the first of ``also`` around it), else the module."""
@@ -839,7 +810,7 @@ class _File:
 def one_line_at(view: _File | None, frame: Frame) -> str:
     """The failing expression for a decline, else the frame's code."""
     if view is not None:
-        expression = view._expression(frame)
+        expression = failing_expression(view.positions, frame)
         if expression is not None:
             return f"`{one_line(view.module, expression)}`"
     return f"`{frame.code.strip()}`" if frame.code else "the call"
@@ -893,21 +864,6 @@ def _target_name(target: cst.BaseExpression) -> str | None:
     if isinstance(target, cst.Attribute):
         return target.attr.value
     return None
-
-
-def _argparse_dest(call: cst.Call) -> str | None:
-    """``--device`` -> ``device``, ``--gpu-id`` -> ``gpu_id``; ``dest=`` wins."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "dest" and isinstance(arg.value, cst.SimpleString):
-            value = arg.value.evaluated_value
-            return value if isinstance(value, str) else None
-    options = [
-        a.value.evaluated_value for a in call.args
-        if a.keyword is None and isinstance(a.value, cst.SimpleString) and isinstance(a.value.evaluated_value, str)
-    ]
-    longs = [o for o in options if isinstance(o, str) and o.startswith("--")]
-    chosen = longs[0] if longs else (options[0] if options else None)
-    return chosen.lstrip("-").replace("-", "_") if isinstance(chosen, str) else None
 
 
 def _cuda_choice(value: cst.BaseExpression) -> cst.IfExp | None:

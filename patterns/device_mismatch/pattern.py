@@ -28,12 +28,11 @@ from repairbot.codemod import (
     keyword_arg,
     one_line,
     quote_of,
-    walk,
 )
 from repairbot.evidence import Evidence
-from repairbot.facts import place_in
+from repairbot.facts import bound_names, failing_expression, place_in
 from repairbot.pattern import Pattern, SiteTransformer, signature, span_of
-from repairbot.provenance import parameter_names
+from repairbot.provenance import own_nodes, parameter_names
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -447,7 +446,7 @@ class _Locator:
         wrapper = self.sources.metadata(path)
         positions = {node: span_of(r) for node, r in wrapper.resolve(PositionProvider).items()}
         parents = wrapper.resolve(ParentNodeProvider)
-        expression = _expression_at(positions, frame)
+        expression = failing_expression(positions, frame)
         if expression is None:
             return self.decline(f"cannot find the failing expression at {place_in(path, frame.line)}")
         statement = expression
@@ -587,7 +586,7 @@ class _Locator:
         """The innermost loop around the failing line whose target binds one of ``names``."""
         node: cst.CSTNode | None = view.statement
         while node is not None and not isinstance(node, cst.FunctionDef | cst.ClassDef):
-            if isinstance(node, cst.For) and set(names) & set(_bound_names(node.target)):
+            if isinstance(node, cst.For) and set(names) & set(bound_names(node.target)):
                 return node
             node = view.parents.get(node)
         return None
@@ -605,7 +604,7 @@ class _Locator:
         view = found.view
         if not isinstance(loop.body, cst.IndentedBlock):
             return self.decline(f"the loop at {place_in(view.path, view.positions[loop].line)} is written on one line")
-        movable = self._movable(view, _bound_names(loop.target))
+        movable = self._movable(view, bound_names(loop.target))
         left = [o.name for o in found.stayed if o.name not in movable]
         if left:
             return self.decline(f"{_and(left)} on {self.behind} at {view.location} does not come from the loop that binds the batch")
@@ -673,14 +672,14 @@ class _Locator:
 
     def _binding(self, view: _View, names: Sequence[str]) -> tuple[cst.Assign, cst.SimpleStatementLine] | Decline:
         """The one assignment, before the failing line in the same function, that binds ``names``."""
-        owner: cst.CSTNode = view.function if view.function is not None else view.wrapper.module
+        owner: cst.FunctionDef | cst.Module = view.function if view.function is not None else view.wrapper.module
         failing_line = view.positions[view.statement].line
         found: dict[str, list[tuple[cst.Assign, cst.SimpleStatementLine]]] = {n: [] for n in names}
         for statement, small in _assignments(owner):
             # the failing statement's own assignment comes after its right-hand side ran
             if statement is view.statement or view.positions[statement].line >= failing_line:
                 continue
-            bound = {n for target in small.targets for n in _bound_names(target.target)}
+            bound = {n for target in small.targets for n in bound_names(target.target)}
             for name in names:
                 if name in bound:
                     found[name].append((small, statement))
@@ -718,7 +717,7 @@ class _Locator:
             return self.decline(
                 f"`{view.code(call)}` already says which device (or forwards **kwargs), yet made a tensor on {self.behind}"
             )
-        name = _bound_names(cst.ensure_type(view.parents[call], cst.Assign).targets[0].target)[0]
+        name = bound_names(cst.ensure_type(view.parents[call], cst.Assign).targets[0].target)[0]
         device = self._input_device(view) or self._device_for(view, call)
         if isinstance(device, Decline):
             return device
@@ -740,7 +739,7 @@ class _Locator:
 
     def _move_after(self, found: _Attribution, statement: cst.SimpleStatementLine) -> Site | Decline:
         view = found.view
-        bound = [n for small in statement.body if isinstance(small, cst.Assign) for t in small.targets for n in _bound_names(t.target)]
+        bound = [n for small in statement.body if isinstance(small, cst.Assign) for t in small.targets for n in bound_names(t.target)]
         movable = self._movable(view, bound)
         block = view.parents.get(statement)
         if isinstance(block, cst.IndentedBlock):
@@ -827,7 +826,7 @@ class _Locator:
                 f"{one_line(where.wrapper.module, value)} -> {one_line(where.wrapper.module, value)}.to({device.code})",
             )
         # `model, criterion = Net(), nn.CrossEntropyLoss()`: a line of its own after the statement
-        bound = [n for t in assign.targets for n in _bound_names(t.target)]
+        bound = [n for t in assign.targets for n in bound_names(t.target)]
         if name not in bound and len(bound) != 1:
             return self.decline(
                 f"the statement at {location} binds several names; which one is the model is not certain",
@@ -1019,37 +1018,6 @@ class _Device:
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _expression_at(positions: Mapping[cst.CSTNode, Span], frame: Frame) -> cst.CSTNode | None:
-    """The expression the frame was executing: exact with traced columns, else its line's statement."""
-    if frame.col is None or frame.end_col is None:
-        lines = [n for n, s in positions.items() if isinstance(n, cst.SimpleStatementLine) and s.line == frame.line]
-        return lines[0] if len(lines) == 1 else None
-    end_line = frame.end_line or frame.line
-    wanted = (frame.line, frame.col, end_line, frame.end_col)
-    containing = []
-    for node, span in positions.items():
-        if not isinstance(node, cst.BaseExpression):
-            continue
-        if (span.line, span.col, span.end_line, span.end_col) == wanted:
-            containing.append((0, node, span))
-        elif (span.line, span.col) <= (frame.line, frame.col) and (span.end_line, span.end_col) >= (end_line, frame.end_col):
-            containing.append((1, node, span))
-    if not containing:
-        return None
-    # exact first; among several, the smallest (a parenthesised expression's inside)
-    containing.sort(key=lambda item: (item[0], item[2].end_line - item[2].line, item[2].end_col - item[2].col))
-    exact = [c for c in containing if c[0] == 0]
-    if exact:
-        # nodes with one span (an expression and its only child): the outermost is the operation
-        return max(exact, key=lambda item: _depth_rank(item[1]))[1]
-    return containing[0][1]
-
-
-def _depth_rank(node: cst.CSTNode) -> int:
-    """Count of descendants: among nodes with the same span the parent has the most."""
-    return sum(1 for _ in walk(node))
-
-
 def _enclosing(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, kind: type[cst.CSTNode]) -> cst.CSTNode | None:
     current = parents.get(node)
     while current is not None:
@@ -1072,20 +1040,6 @@ def _child_in(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, blo
     return None
 
 
-def _bound_names(target: cst.BaseExpression) -> list[str]:
-    """Names an assignment or loop target binds, in order: ``step, (x, y)`` -> step, x, y."""
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, cst.Tuple | cst.List):
-        names: list[str] = []
-        for element in target.elements:
-            names.extend(_bound_names(element.value))
-        return names
-    if isinstance(target, cst.StarredElement):
-        return _bound_names(target.value)
-    return []
-
-
 def _tuple_elements(value: cst.BaseExpression) -> list[cst.BaseElement]:
     if isinstance(value, cst.Tuple):
         return list(value.elements)
@@ -1097,7 +1051,7 @@ def _parse_move(small: cst.BaseSmallStatement) -> tuple[cst.Assign, list[str], c
     if not isinstance(small, cst.Assign) or len(small.targets) != 1:
         return None
     targets = small.targets[0].target
-    names = _bound_names(targets)
+    names = bound_names(targets)
     values = _tuple_elements(small.value)
     if not names or len(names) != len(values) or (isinstance(targets, cst.Tuple) != isinstance(small.value, cst.Tuple)):
         return None
@@ -1110,19 +1064,13 @@ def _parse_move(small: cst.BaseSmallStatement) -> tuple[cst.Assign, list[str], c
     return (small, names, call) if call is not None else None
 
 
-def _assignments(owner: cst.CSTNode) -> Iterator[tuple[cst.SimpleStatementLine, cst.Assign]]:
-    """Plain assignments of a function body (or module), nested functions and classes left out."""
-    stack = list(owner.children)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
-            continue
+def _assignments(owner: cst.FunctionDef | cst.Module) -> Iterator[tuple[cst.SimpleStatementLine, cst.Assign]]:
+    """Plain assignments of a function body (or module), in order, nested functions and classes left out."""
+    for node in own_nodes(owner):
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
                 if isinstance(small, cst.Assign):
                     yield node, small
-            continue
-        stack.extend(node.children)
 
 
 def _move_statement(names: Sequence[str], device: str) -> str:
@@ -1157,9 +1105,7 @@ def _is_import(statement: cst.CSTNode) -> bool:
 
 
 def _param_order(function: cst.FunctionDef | None, name: str) -> int:
-    if function is None:
-        return 0
-    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)]
+    params = parameter_names(function) if function is not None else []
     return params.index(name) if name in params else len(params)
 
 
