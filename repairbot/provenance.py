@@ -584,10 +584,18 @@ class ValueWalk:
         self.getitem: tuple[ProjectFile, cst.Return] | None = None  # the last Dataset item the walk read
         self._views: dict[int, TracedFrame | Unreadable] = {}
 
-    def follow(self, node: cst.BaseExpression, ctx: Context, trail: tuple[str, ...]) -> Result:
-        """One value, followed from its expression at a traced frame."""
+    def follow(
+        self, node: cst.BaseExpression, ctx: Context, trail: tuple[str, ...], at_call: AtCall | None = None
+    ) -> Result:
+        """One value, followed from its expression at a traced frame (under another policy
+        than the walk's own when ``at_call`` is given: a pattern asking a second question)."""
         self.getitem = None
-        return self.resolve(node, ctx, (), trail)
+        own = self.at_call
+        self.at_call = at_call or own
+        try:
+            return self.resolve(node, ctx, (), trail)
+        finally:
+            self.at_call = own
 
     def view(self, index: int) -> TracedFrame | Unreadable:
         if index in self._views:

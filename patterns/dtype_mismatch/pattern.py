@@ -16,7 +16,15 @@ from repairbot.codemod import (
     walk,
 )
 from repairbot.evidence import Evidence
-from repairbot.facts import dtype_name, place, place_in, reads, shape_text
+from repairbot.facts import (
+    bound_names,
+    dtype_name,
+    place,
+    place_in,
+    reads,
+    resolve_site,
+    shape_text,
+)
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.provenance import (
     Context,
@@ -30,6 +38,7 @@ from repairbot.provenance import (
     Unreadable,
     ValueWalk,
     frame_of,
+    own_nodes,
 )
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
@@ -58,6 +67,11 @@ _KEEPS_DTYPE = frozenset({
 })
 _CASTS = frozenset({"float", "half", "bfloat16", "int", "long", "short", "byte", "bool", "char"})
 # torch functions of one tensor that keep its dtype.
+# Factories that make a tensor of torch's default dtype (float32) when no dtype is given.
+_DEFAULT_DTYPE_FACTORIES = (
+    "torch.rand", "torch.randn", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.linspace",
+    "torch.logspace", "torch.normal", "torch.eye",
+)
 _TORCH_KEEPS_DTYPE = (
     "torch.flatten", "torch.squeeze", "torch.unsqueeze", "torch.reshape", "torch.permute",
     "torch.transpose", "torch.clone", "torch.t", "torch.narrow",
@@ -80,13 +94,13 @@ def _reduced(dtype: str) -> bool:
 
 
 class CastToFloat(SiteTransformer):
-    """Appends ``.float()`` to the tensor-creating call at the site, nothing else."""
+    """Appends ``.float()`` (the site's ``method``) to the tensor-creating call at the site, nothing else."""
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if not self.at_site(original_node):
             return updated_node
         self.changes += 1
-        return method_call(updated_node, "float")
+        return method_call(updated_node, str(self.site.params.get("method", "float")))
 
 
 # -- the pattern -------------------------------------------------------------------------------
@@ -101,6 +115,11 @@ class DtypeMismatch(Pattern):
         keep the array's dtype. The float64 tensor is made in one place (a Dataset's
         ``__init__`` or ``__getitem__``, a preprocessing function, a module-level conversion)
         and fails far away, at the first layer, a ``torch.mm``, an LSTM or a loss.
+
+        A model cast to float64 on purpose (``model = Net().double()``) fed a float32 input
+        made by torch's default dtype (``torch.linspace``, ``torch.randn``...) while the rest
+        of the traced data is float64 too (targets from numpy): the input is the odd one out,
+        and ``.double()`` is added where it is made, in the vocabulary of the model's cast.
 
     Why it fails:
         Every operand of a matrix product or convolution must have the parameters' dtype:
@@ -137,14 +156,17 @@ class DtypeMismatch(Pattern):
         Safe. The fix converts the data once, where it is made, to the dtype of the model it
         feeds (the message, or the traced input of the failing layer, shows the parameters are
         float32), so every later use of that tensor sees float32 as the model does; nothing is
-        cast at the failing line, which would leave other uses failing one after another.
+        cast at the failing line, which would leave other uses failing one after another. For
+        a model cast to float64 on purpose, the one float32 input is made float64 the same way.
 
     Not handled:
-        A model that is float64 itself (``model.double()``, ``dtype=torch.float64``
-        parameters, a float64 prediction meeting a float32 target): declined, since either side
-        may be the intended one. Half/BFloat16 mismatches (mixed precision by hand): declined
-        with the ``torch.autocast`` remedy, never ``.float()`` blindly. Integer inputs reaching a
-        float layer (features or ids meant for an ``nn.Embedding``?), tensors made float64 on
+        A model that is float64 itself without a cast of the project's (``dtype=torch.float64``
+        parameters, a float64 prediction meeting a float32 target), or cast on purpose while
+        every traced tensor is float32 (the model is the odd one out), or fed an input made
+        float32 on purpose (``.float()``): declined, since either side may be the intended one.
+        Half/BFloat16 mismatches (mixed precision by hand): declined with the ``torch.autocast``
+        remedy, never ``.float()`` blindly. Integer inputs reaching a float layer (features or
+        ids meant for an ``nn.Embedding``?), tensors made float64 on
         purpose (``.double()``, ``dtype=torch.float64``), numpy arrays a DataLoader's collate
         turns into tensors, values built by arithmetic of several tensors or passed through
         ``*args``, a custom ``collate_fn``, a ``__getitem__`` with several ``return``
@@ -254,7 +276,10 @@ class DtypeMismatch(Pattern):
                 )
             return self.decline(f"the message names {' and '.join(message.dtypes)}, not float64 against float32", at=frame)
         if message.parameters == _FLOAT64 or message.input == _FLOAT32:
-            return _model_float64(self, frame, "the message says the layer's parameters are float64 and its input float32")
+            because = "the message says the layer's parameters are float64 and its input float32"
+            if evidence is None or evidence.failure is None:
+                return _model_float64(self, frame, because)
+            return _Tracer(self, failure, evidence, sources, message).model_side(because)
         if evidence is None or evidence.failure is None:
             return self.decline(
                 "no traced run tells which tensor is float64",
@@ -263,11 +288,12 @@ class DtypeMismatch(Pattern):
             )
         module = evidence.failing_module or {}
         # a layer with parameters (a loss has none) given a float32 input: its parameters are the float64 side
+        tracer = _Tracer(self, failure, evidence, sources, message)
         if module.get("input_dtype") == _FLOAT32 and module.get("devices") and _in_torch_layer(failure):
-            return _model_float64(
-                self, frame, f"the failing {module.get('type', 'layer')} received a float32 input, so its own parameters are float64"
+            return tracer.model_side(
+                f"the failing {module.get('type', 'layer')} received a float32 input, so its own parameters are float64"
             )
-        return _Tracer(self, failure, evidence, sources, message).locate()
+        return tracer.locate()
 
 
 def _model_float64(pattern: Pattern, frame: Frame, because: str) -> Decline:
@@ -358,16 +384,135 @@ class _Tracer:
                 return self._follow(inline, view)
             if floats:
                 listed = ", ".join(f"`{n}` float32" for n in floats)
-                return _model_float64(
-                    self.pattern, view.frame,
+                return self.model_side(
                     f"no tensor variable at {place(view.frame)} is float64 ({listed}): the float64 side is not a variable "
                     "there but the model's parameters (or a tensor attribute of it)",
+                    view,
                 )
         frame = self.failure.user_frame
         return self.decline(
             "no frame of the project's code holds a float64 tensor variable at the failing line",
             diagnosis="convert the data with .float() where it is made from numpy (torch.from_numpy(...).float())",
             at=frame,
+        )
+
+    # a float64 model ---------------------------------------------------------------------
+    def model_side(self, because: str, view: TracedFrame | None = None) -> Site | Decline:
+        """The model's parameters are float64 and its input float32. Where the project casts the
+        model on purpose (``.double()``), the traced values tell which side is the odd one out:
+        other float64 data (targets, features) makes the float32 input the odd one, which is
+        made float64 where it is created; float32 data everywhere makes the model the odd one,
+        which is diagnosed. Without a deliberate cast, either side may be meant: diagnosed."""
+        if view is None:
+            innermost = self.walk.view(len(self.walk.frames) - 1) if self.walk.frames else None
+            if not isinstance(innermost, TracedFrame):
+                return _model_float64(self.pattern, self.failure.user_frame or Frame("", 0), because)
+            view = innermost
+        cast = self._model_cast(view)
+        operands = self._operands(view)
+        if cast is None or isinstance(operands, Decline) or not operands[3]:
+            return _model_float64(self.pattern, view.frame, because)
+        _, ctx, _, floats = operands
+        cast_file, cast_call = cast
+        on_purpose = f"the model is cast to float64 on purpose at {cast_file.where(cast_call)} (`{cast_file.code(cast_call)}`)"
+        data64 = self._traced(_FLOAT64)
+        if not data64:
+            listed = ", ".join(f"`{n}`" for n in self._traced(_FLOAT32))
+            return self.decline(
+                f"{because}: {on_purpose}, while every tensor the run traced ({listed}) is float32: the model is the odd "
+                "one out",
+                diagnosis=f"if the model must compute in float64, make its data float64 where it is made (.double() or "
+                f"dtype=torch.float64); otherwise remove `{cast_file.code(cast_call)}` so the model stays float32",
+                at=frame_of(cast_file, cast_call) or view.frame,
+            )
+        name = floats[0]
+        ref = Ref(cst.Name(name), ctx)
+        first = f"{view.file.where(ref.node) if ref.node in view.file.src.positions else place(view.frame)} `{name}`"
+        result = self.walk.follow(ref.node, ref.ctx, (first,), _at_float32_call)
+        others = ", ".join(f"`{n}`" for n in data64)
+        if isinstance(result, Made) and result.kind == _CREATION:
+            return self._double_site(result, name, view, on_purpose, others)
+        if isinstance(result, Made):
+            return self.decline(
+                f"`{name}` at {place(view.frame)} is made float32 on purpose at {result.file.where(result.call)} "
+                f"(`{result.file.code(result.call)}`) and {on_purpose}: the two choices disagree",
+                diagnosis="choose one dtype: make the data float64 where it is made, or remove the model's float64 cast",
+                at=frame_of(result.file, result.call) or view.frame,
+            )
+        where = f" ({result.file.where(result.node)})" if result.file is not None and result.node is not None else ""
+        return self.decline(
+            f"`{name}` is the one float32 tensor at {place(view.frame)} ({on_purpose}, and {others} float64 too), but "
+            f"where it is made cannot be followed: {result.reason}{where}",
+            diagnosis=f"make `{name}` float64 where it is made (.double() or dtype=torch.float64)",
+            at=frame_of(result.file, result.node) or view.frame,
+        )
+
+    def _model_cast(self, view: TracedFrame) -> tuple[ProjectFile, cst.Call] | None:
+        """The project's own float64 cast of the failing model: a ``.double()`` (or ``.to`` /
+        ``.type`` with a float64 dtype) in the statement that builds it, or on the name that
+        statement binds, later in the same scope."""
+        described = [view.described(n) for n in dict.fromkeys(reads(view.expression))]
+        sites = {str(d["site"]) for d in described if d and d.get("kind") == "module" and d.get("site")}
+        if not sites and (self.evidence.failing_module or {}).get("site"):
+            sites = {str((self.evidence.failing_module or {})["site"])}
+        where = resolve_site(self.evidence, sites.pop()) if len(sites) == 1 else None
+        file = self.walk.file(where.file) if where is not None else None
+        if where is None or file is None:
+            return None
+        statements = [
+            n for n, s in file.src.positions.items()
+            if isinstance(n, cst.SimpleStatementLine) and s.line <= where.line <= s.end_line
+        ]
+        if len(statements) != 1:
+            return None
+        statement = statements[0]
+        scope = file.enclosing(statement, cst.FunctionDef)
+        names = {n for small in statement.body if isinstance(small, cst.Assign) for t in small.targets for n in bound_names(t.target)}
+        inside = {id(n) for n in walk(statement)}
+        for node in own_nodes(scope if isinstance(scope, cst.FunctionDef) else file.src.module):
+            if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or file.line(node) < where.line:
+                continue
+            receiver = node.func.value
+            if (id(node) in inside or (isinstance(receiver, cst.Name) and receiver.value in names)) and _casts_to_float64(file, node):
+                return file, node
+        return None
+
+    def _traced(self, dtype: str) -> list[str]:
+        """The tensor variables of that dtype the run recorded in the project's frames."""
+        found: dict[str, None] = {}
+        for index in range(len(self.walk.frames)):
+            view = self.walk.view(index)
+            if not isinstance(view, TracedFrame):
+                continue
+            for kind in ("locals", "globals"):
+                for name, described in view.scope.get(kind, {}).items():
+                    if described.get("kind") == "tensor" and described.get("dtype") == dtype:
+                        found.setdefault(name)
+        return list(found)
+
+    def _double_site(self, made: Made, name: str, view: TracedFrame, on_purpose: str, others: str) -> Site:
+        file, call = made.file, made.call
+        span = file.src.positions[call]
+        code = file.code(call)
+        where = place_in(file.path, span.line)
+        trail = _distinct_places(made.trail)
+        return Site(
+            pattern=self.pattern.ID,
+            file=str(file.path),
+            span=span,
+            params={"method": "double"},
+            summary=f"Added .double() to {code} at {where}: the float32 tensor made there reached the model as `{name}` "
+            f"at {place(view.frame)}, and {on_purpose}, like the rest of the traced data ({others} float64)",
+            applicability=self.pattern.APPLICABILITY,
+            evidence={
+                "message_dtypes": list(self.message.dtypes),
+                "float32_operand": {"name": name, "at": place(view.frame), "dtype": _FLOAT32},
+                "float64_data": others,
+                "origin": {"at": where, "call": code},
+                "trail": trail,
+            },
+            evidence_text=f"traced `{name}` float32 at {place(view.frame)} against float64 data ({others}); "
+            f"followed back: {' <- '.join(trail[1:])}",
         )
 
     def _follow(self, candidates: Sequence[tuple[str, Ref]], view: TracedFrame) -> Site | Decline:
@@ -564,6 +709,48 @@ def _method(
         if any(_names_dtype(file, value) for value in given):
             return Lost(f"`{file.code(call)}` converts it to a dtype of its own", file, call, trail=trail)
     return walk.resolve(method.value, ctx, path, trail)
+
+
+def _at_float32_call(
+    walk: ValueWalk, call: cst.Call, qualified: str | None, ctx: Context, path: KeyPath, trail: tuple[str, ...]
+) -> Result | None:
+    """Where a float32 tensor is made by torch's default dtype (a factory without ``dtype=``, a
+    tensor of Python numbers), made float32 on purpose, or passed through with its dtype kept."""
+    file = ctx.file
+    if is_torch_name(qualified, *_DEFAULT_DTYPE_FACTORIES, "torch.tensor"):
+        if keyword_arg(call, "dtype") is not None:
+            return Made(call, file, trail, _EXPLICIT)
+        if is_torch_name(qualified, "torch.tensor") and not (
+            call.args and isinstance(call.args[0].value, cst.List | cst.Tuple | cst.Float | cst.Integer)
+        ):
+            return Lost(f"`{file.code(call)}` keeps the dtype of data made float32 before it", file, call, trail=trail)
+        return Made(call, file, trail, _CREATION)
+    if is_torch_name(qualified, *_CREATIONS):
+        return Lost(f"`{file.code(call)}` keeps the dtype of data made float32 before it", file, call, trail=trail)
+    if is_torch_name(qualified, "torch.FloatTensor", "torch.cuda.FloatTensor"):
+        return Made(call, file, trail, _EXPLICIT)
+    if is_torch_name(qualified, *_TORCH_KEEPS_DTYPE) and call.args:
+        return walk.resolve(call.args[0].value, ctx, path, trail)
+    if qualified is None and isinstance(call.func, cst.Attribute):
+        name = call.func.attr.value
+        if name == "float" or (name in ("to", "type") and any(
+            is_torch_name(file.src.imports.qualify(a.value), "torch.float32", "torch.float") for a in call.args
+        )):
+            return Made(call, file, trail, _EXPLICIT)
+        if name in _KEEPS_DTYPE:
+            return walk.resolve(call.func.value, ctx, path, trail)
+        if name in _CASTS | {"double"}:
+            return Lost(f"`{file.code(call)}` converts it to another dtype", file, call, trail=trail)
+    return None
+
+
+def _casts_to_float64(file: ProjectFile, call: cst.Call) -> bool:
+    """``.double()``, ``.to(torch.float64)``, ``.type(torch.DoubleTensor)`` (a dtype keyword too)."""
+    if not isinstance(call.func, cst.Attribute):
+        return False
+    if call.func.attr.value == "double":
+        return not call.args
+    return call.func.attr.value in ("to", "type") and any(_names_float64(file, arg.value) for arg in call.args)
 
 
 # -- helpers ----------------------------------------------------------------------------------
