@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider
+from libcst.metadata import FunctionScope, GlobalScope, ParentNodeProvider, Scope
 
 from repairbot.codemod import (
     argument,
@@ -184,6 +184,24 @@ def bound_once(scope: cst.CSTNode, name: str) -> cst.BaseExpression | None:
     if len(visitor.values) == 1:
         return visitor.values[0]
     return None
+
+
+def bound_at(scope: Scope, name: str, line: int, positions: Mapping[cst.CSTNode, Span]) -> bool:
+    """Whether ``name`` is bound when ``line`` of ``scope`` runs: a parameter, an assignment on an
+    earlier line (of this scope or one around it, a closure's), or a module global seen from a
+    function (globals exist by the time a function runs)."""
+    for assignment in scope[name]:
+        node = getattr(assignment, "node", None)
+        owner = getattr(assignment, "scope", None)
+        if isinstance(owner, GlobalScope) and isinstance(scope, FunctionScope):
+            return True
+        if node is not None and owner is not None:
+            if isinstance(node, cst.Param):
+                return True
+            where = positions.get(node)
+            if where is not None and where.line < line:
+                return True
+    return False
 
 
 def _function_around(src: Source, line: int) -> cst.FunctionDef | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,8 +11,6 @@ from typing import Any
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import (
-    FunctionScope,
-    GlobalScope,
     MetadataWrapper,
     ParentNodeProvider,
     Scope,
@@ -23,7 +21,7 @@ from repairbot.codemod import ImportTable, is_torch_name, one_line, quote_of, sp
 from repairbot.evidence import Evidence
 from repairbot.facts import failing_expression, place, place_in
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
-from repairbot.provenance import argparse_dest, bound_once
+from repairbot.provenance import argparse_dest, bound_at, bound_once
 from repairbot.sources import SourceError, Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -738,7 +736,7 @@ class _File:
         line = site.span.line
         found: list[str] = []
         for name in self._device_names():
-            if _visible(scope, name, line, self.positions):
+            if bound_at(scope, name, line, self.positions):
                 found.append(name)
         found.sort(key=lambda n: (_DEVICE_NAMES.index(n) if n in _DEVICE_NAMES else len(_DEVICE_NAMES), n))
         return found[0] if found else None
@@ -890,22 +888,6 @@ def _module_level_alias(module: cst.Module, full: str) -> str | None:
                     if one_line(module, alias.name) == full:
                         return cst.ensure_type(alias.asname.name, cst.Name).value if alias.asname else full
     return None
-
-
-def _visible(scope: Scope, name: str, line: int, positions: Mapping[cst.CSTNode, Span]) -> bool:
-    """Is ``name`` bound at ``line``: a parameter or an earlier assignment of the same scope, or a global?"""
-    for assignment in scope[name]:
-        node = getattr(assignment, "node", None)
-        owner = getattr(assignment, "scope", None)
-        if isinstance(owner, GlobalScope) and isinstance(scope, FunctionScope):
-            return True  # module globals exist by the time a function runs
-        if node is not None and owner is not None:
-            if isinstance(node, cst.Param):
-                return True
-            where = positions.get(node)
-            if where is not None and where.line < line:
-                return True
-    return False
 
 
 def _bound_in(scope: Scope, name: str) -> bool:

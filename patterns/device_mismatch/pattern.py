@@ -12,8 +12,6 @@ from typing import Any
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import (
-    FunctionScope,
-    GlobalScope,
     MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
@@ -32,7 +30,7 @@ from repairbot.codemod import (
 from repairbot.evidence import Evidence
 from repairbot.facts import bound_names, failing_expression, place_in
 from repairbot.pattern import Pattern, SiteTransformer, signature, span_of
-from repairbot.provenance import own_nodes, parameter_names
+from repairbot.provenance import bound_at, own_nodes, parameter_names
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -874,7 +872,7 @@ class _Locator:
                     continue
                 if info.get("kind") == "device-string" and "dev" not in name.lower():
                     continue  # a "cpu" string in a variable not named like a device is a coincidence
-                if here is None or not _visible(here, name, anchor_line, view.positions):
+                if here is None or not bound_at(here, name, anchor_line, view.positions):
                     continue
                 (usable if same_device(str(info.get("value")), self.target) else other).append((name, info))
         if usable:
@@ -1076,22 +1074,6 @@ def _assignments(owner: cst.FunctionDef | cst.Module) -> Iterator[tuple[cst.Simp
 def _move_statement(names: Sequence[str], device: str) -> str:
     targets = ", ".join(names)
     return f"{targets} = {', '.join(f'{n}.to({device})' for n in names)}"
-
-
-def _visible(scope: Any, name: str, line: int, positions: Mapping[cst.CSTNode, Span]) -> bool:
-    """Is ``name`` bound at ``line``: a parameter or an earlier assignment of the same scope, or a global?"""
-    for assignment in scope[name]:
-        node = getattr(assignment, "node", None)
-        owner = getattr(assignment, "scope", None)
-        if isinstance(owner, GlobalScope) and isinstance(scope, FunctionScope):
-            return True  # module globals exist by the time a function runs
-        if owner is scope and node is not None:
-            if isinstance(node, cst.Param):
-                return True
-            where = positions.get(node)
-            if where is not None and where.line < line:
-                return True
-    return False
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:
