@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import libcst as cst
 
@@ -491,19 +492,12 @@ class _Tracer:
         return list(found)
 
     def _double_site(self, made: Made, name: str, view: TracedFrame, on_purpose: str, others: str) -> Site:
-        file, call = made.file, made.call
-        span = file.src.positions[call]
-        code = file.code(call)
-        where = place_in(file.path, span.line)
+        code, where = made.file.code(made.call), place_in(made.file.path, made.file.line(made.call))
         trail = _distinct_places(made.trail)
-        return Site(
-            pattern=self.pattern.ID,
-            file=str(file.path),
-            span=span,
-            params={"method": "double"},
+        return self._cast_site(
+            made, "double",
             summary=f"Added .double() to {code} at {where}: the float32 tensor made there reached the model as `{name}` "
             f"at {place(view.frame)}, and {on_purpose}, like the rest of the traced data ({others} float64)",
-            applicability=self.pattern.APPLICABILITY,
             evidence={
                 "message_dtypes": list(self.message.dtypes),
                 "float32_operand": {"name": name, "at": place(view.frame), "dtype": _FLOAT32},
@@ -617,7 +611,6 @@ class _Tracer:
                 found.append((ctx.file.code(arg.value, 40), Ref(arg.value, ctx)))
         return found
 
-    # the walk ---------------------------------------------------------------------------
     # the answer -------------------------------------------------------------------------
     def _site(self, origin: Made, name: str, view: TracedFrame, others: Sequence[str]) -> Site:
         file = origin.file
@@ -636,14 +629,10 @@ class _Tracer:
         if others:
             notes = (f"Other float64 operands at {place(view.frame)} ({', '.join(others)}) are left to the next run.",)
         trail = _distinct_places(origin.trail)
-        return Site(
-            pattern=self.pattern.ID,
-            file=str(file.path),
-            span=span,
-            params={"method": "float"},
+        return self._cast_site(
+            origin, "float",
             summary=f"Added .float() to {code} at {where}: the float64 tensor made there reached {operation} "
             f"({against}) as {seen}",
-            applicability=self.pattern.APPLICABILITY,
             evidence={
                 "message_dtypes": list(self.message.dtypes),
                 "float64_operand": {"name": name, "at": place(view.frame), "shape": shape, "dtype": _FLOAT64},
@@ -652,6 +641,23 @@ class _Tracer:
                 "trail": trail,
             },
             evidence_text=f"traced {seen}; followed back: {' <- '.join(trail[1:])}",
+            notes=notes,
+        )
+
+    def _cast_site(
+        self, made: Made, method: str, summary: str, evidence: dict[str, Any], evidence_text: str,
+        notes: tuple[str, ...] = (),
+    ) -> Site:
+        """The site that appends ``.<method>()`` to the call that made the tensor."""
+        return Site(
+            pattern=self.pattern.ID,
+            file=str(made.file.path),
+            span=made.file.src.positions[made.call],
+            params={"method": method},
+            summary=summary,
+            applicability=self.pattern.APPLICABILITY,
+            evidence=evidence,
+            evidence_text=evidence_text,
             notes=notes,
         )
 
