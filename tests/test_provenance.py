@@ -27,6 +27,7 @@ from repairbot.provenance import (
     ValueWalk,
     Written,
     argparse_dest,
+    bound_at,
     integer_value,
     own_nodes,
     written_at,
@@ -293,3 +294,22 @@ def test_failing_expression_from_traced_columns() -> None:
     assert _failing(split, line=3, col=1, end_line=3, end_col=12) == "Net(\n    3,\n).to(device)"
     assert _failing("a = 1; b = 2\n") == "a = 1; b = 2"
     assert _failing("if x:\n    pass\n") is None
+
+
+def test_bound_at_sees_parameters_earlier_lines_closures_and_globals() -> None:
+    from libcst.metadata import ScopeProvider
+
+    from repairbot.pattern import span_of
+
+    text = "device = 'cpu'\ndef outer(n):\n    late = 1\n    def inner():\n        return n, late, device, later\n    later = 2\n    return inner\n"
+    wrapper = MetadataWrapper(cst.parse_module(text))
+    positions = {node: span_of(r) for node, r in wrapper.resolve(PositionProvider).items()}
+    scopes = wrapper.resolve(ScopeProvider)
+    ret = next(n for n in positions if isinstance(n, cst.Return) and positions[n].line == 5)
+    scope = scopes[ret]
+    assert scope is not None
+    assert bound_at(scope, "n", 5, positions)  # a parameter of the function around
+    assert bound_at(scope, "late", 5, positions)  # an earlier line of the function around (a closure)
+    assert bound_at(scope, "device", 5, positions)  # a module global, seen from a function
+    assert not bound_at(scope, "later", 5, positions)  # bound only after the line
+    assert not bound_at(scope, "missing", 5, positions)
