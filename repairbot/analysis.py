@@ -451,6 +451,11 @@ def reads(node: cst.CSTNode | None) -> list[str]:
     return visitor.names
 
 
+def bound_names(target: cst.BaseExpression) -> list[str]:
+    """Names an assignment or loop target binds, in order: ``step, (x, y)`` -> step, x, y."""
+    return _targets(target)[0]
+
+
 def _targets(node: cst.BaseExpression) -> tuple[list[str], list[str]]:
     """Names an assignment target binds, and names it reads (``x[i] = ...`` reads x and i)."""
     if isinstance(node, cst.Name):
@@ -686,38 +691,39 @@ def traced_line_matches(code: str, frame: Frame) -> bool:
     return current == frame.code.strip()
 
 
-def failing_expression(positions: Mapping[cst.CSTNode, Span], frame: Frame) -> cst.BaseExpression | None:
-    """The expression a traceback frame was executing.
+def failing_expression(positions: Mapping[cst.CSTNode, Span], frame: Frame) -> cst.CSTNode | None:
+    """The node a traceback frame was executing, from the columns Python 3.11+ records.
 
-    With the columns Python 3.11+ records: the expression with exactly that span (of nodes
-    sharing it, an expression and its only child, the outermost: it is the operation), else the
-    smallest one containing it (the traced span can be a parenthesised expression's inside).
-    Without columns, or when none matches: the value of the line's statement when the line holds
-    exactly one ``expr`` / ``x = ...`` / ``x += ...`` / ``x: T = ...`` / ``return ...``; else None.
+    With columns: the expression with exactly the traced span (of nodes sharing it, the
+    outermost: an expression and its only child); a method call written over several lines
+    (``Model(\\n...\\n).to(device)``), which Python places from its attribute to the call's
+    end; else the smallest expression containing the span, whatever line it starts on. Without
+    columns (older Pythons), or when no expression fits, the one simple statement line around
+    the line, which the caller reads as a whole. ``None`` when the line holds no single simple
+    statement line (a compound statement's header).
     """
     if frame.col is not None and frame.end_col is not None:
         end_line = frame.end_line or frame.line
-        start, end = (frame.line, frame.col), (end_line, frame.end_col)
-        exact: list[cst.BaseExpression] = []
-        containing: list[tuple[int, int, cst.BaseExpression]] = []
-        for node, span in positions.items():
-            if not isinstance(node, cst.BaseExpression):
-                continue
-            if (span.line, span.col) == start and (span.end_line, span.end_col) == end:
-                exact.append(node)
-            elif (span.line, span.col) <= start and (span.end_line, span.end_col) >= end:
-                containing.append((span.end_line - span.line, span.end_col - span.col, node))
+        wanted = Span(frame.line, frame.col, end_line, frame.end_col)
+        expressions = [(n, s) for n, s in positions.items() if isinstance(n, cst.BaseExpression)]
+        exact = [n for n, s in expressions if s == wanted]
         if exact:
             return max(exact, key=lambda node: sum(1 for _ in walk(node)))
+        split = [
+            n for n, s in expressions
+            if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and s.line < frame.line
+            and (s.end_line, s.end_col) == (end_line, frame.end_col) and positions[n.func.attr].line == frame.line
+        ]
+        if len(split) == 1:
+            return split[0]
+        containing = [
+            (s.end_line - s.line, s.end_col - s.col, n) for n, s in expressions
+            if (s.line, s.col) <= (frame.line, frame.col) and (s.end_line, s.end_col) >= (end_line, frame.end_col)
+        ]
         if containing:
             return min(containing, key=lambda item: (item[0], item[1]))[2]
-    lines = [n for n, s in positions.items() if isinstance(n, cst.SimpleStatementLine) and s.line == frame.line]
-    if len(lines) != 1 or len(lines[0].body) != 1:
-        return None
-    small = lines[0].body[0]
-    if isinstance(small, cst.Expr | cst.Assign | cst.AugAssign | cst.AnnAssign | cst.Return):
-        return small.value
-    return None
+    lines = [n for n, s in positions.items() if isinstance(n, cst.SimpleStatementLine) and s.line <= frame.line <= s.end_line]
+    return lines[0] if len(lines) == 1 else None
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,16 +13,36 @@ fix must then go elsewhere or be declined. Pure: it reads only the parsed source
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
+from libcst.metadata import FunctionScope, GlobalScope, ParentNodeProvider, Scope
 
-from repairbot.analysis import Source, bindings_of, bound_once, dotted_name, source, walk
-from repairbot.evidence import PassedArgument
-from repairbot.sources import Sources
-from repairbot.types import Span
+from repairbot.analysis import (
+    Source,
+    argument,
+    bindings_of,
+    bound_once,
+    dotted_name,
+    events,
+    failing_expression,
+    is_torch_name,
+    keyword_arg,
+    one_line,
+    place,
+    place_in,
+    positional_args,
+    source,
+    traced_line_matches,
+    walk,
+)
+from repairbot.evidence import Evidence, PassedArgument
+from repairbot.sources import Sources, report_path
+from repairbot.types import Failure, Frame, Span
 
 LITERAL = "literal"
 NAME = "name bound once"
@@ -116,6 +136,24 @@ def expression_at(src: Source, line: int, col: int | None, end_line: int | None,
     if col is None or end_line is None or end_col is None:
         return None
     return _node_at(src, Span(line, col, end_line, end_col))
+
+
+def bound_at(scope: Scope, name: str, line: int, positions: Mapping[cst.CSTNode, Span]) -> bool:
+    """Whether ``name`` is bound when ``line`` of ``scope`` runs: a parameter, an assignment on an
+    earlier line (of this scope or one around it, a closure's), or a module global seen from a
+    function (globals exist by the time a function runs)."""
+    for assignment in scope[name]:
+        node = getattr(assignment, "node", None)
+        owner = getattr(assignment, "scope", None)
+        if isinstance(owner, GlobalScope) and isinstance(scope, FunctionScope):
+            return True
+        if node is not None and owner is not None:
+            if isinstance(node, cst.Param):
+                return True
+            where = positions.get(node)
+            if where is not None and where.line < line:
+                return True
+    return False
 
 
 def _function_around(src: Source, line: int) -> cst.FunctionDef | None:
@@ -298,20 +336,31 @@ def project_sources(sources: Sources, src: Source) -> list[Source]:
 
 
 def _argparse_default(src: Source, attr: str) -> cst.BaseExpression | None:
-    """The ``default=`` of the one ``add_argument("--attr")`` (dashes or underscores) of the file."""
-    flags = {f"--{attr}", f"--{attr.replace('_', '-')}", attr}
+    """The ``default=`` of the one ``add_argument`` of the file whose destination is ``attr``."""
     found = []
     for node in walk(src.module):
         if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
             continue
-        names = [a.value.evaluated_value for a in node.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
-        dest = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "dest"), None)
-        if dest is not None and isinstance(dest, cst.SimpleString):
-            names = [dest.evaluated_value]
-        if flags & {str(n) for n in names}:
+        if argparse_dest(node) == attr:
             default = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "default"), None)
             found.append(default)
     return found[0] if len(found) == 1 and found[0] is not None and is_literal(found[0]) else None
+
+
+def argparse_dest(call: cst.Call) -> str | None:
+    """The attribute an ``add_argument`` call sets, as argparse names it: ``--device`` ->
+    ``device``, ``--gpu-id`` -> ``gpu_id`` (the first long option, else the first name); ``dest=`` wins."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "dest" and isinstance(arg.value, cst.SimpleString):
+            value = arg.value.evaluated_value
+            return value if isinstance(value, str) else None
+    options = [
+        a.value.evaluated_value for a in call.args
+        if a.keyword is None and isinstance(a.value, cst.SimpleString) and isinstance(a.value.evaluated_value, str)
+    ]
+    longs = [o for o in options if isinstance(o, str) and o.startswith("--")]
+    chosen = longs[0] if longs else (options[0] if options else None)
+    return chosen.lstrip("-").replace("-", "_") if isinstance(chosen, str) else None
 
 
 def _dict_entry(src: Source, node: cst.Subscript, trail: tuple[str, ...]) -> Written | None:
@@ -334,3 +383,712 @@ def _dict_entry(src: Source, node: cst.Subscript, trail: tuple[str, ...]) -> Wri
     if len(values) == 1 and is_literal(values[0]):
         return _written(DICT_ENTRY, src, values[0], trail)
     return None
+
+
+# -- following a traced value back to the call that makes it ---------------------------------
+#
+# ``written_at`` above reads the source alone. ``ValueWalk`` follows a value that the run traced
+# at a frame of the failure (a tensor variable, an argument) back through the program, as far
+# as the source and the traced frames show: assignments and loop targets (tuple unpacking
+# included), the caller's argument for a parameter, a constructor's argument for ``self.x``,
+# a function's one ``return``, a Dataset's ``__getitem__``, DataLoader / TensorDataset /
+# random_split / Subset, ``iter``/``next``/``enumerate``/``zip``/``list``/tqdm, imported
+# modules of the project. A pattern says what ends the walk at a call (``at_call``): where
+# the value is made, made on purpose, or passed through unchanged (a dtype-preserving method).
+
+
+@dataclass(frozen=True)
+class Key:
+    """One step into a value: an item of an iterable, an element, a dict key, an attribute."""
+
+    kind: str  # "item", "index", "key" or "attr"
+    value: int | str = 0
+
+
+ITEM = Key("item")
+KeyPath = tuple[Key, ...]
+
+
+@dataclass(frozen=True)
+class ProjectFile:
+    src: Source
+    parents: Mapping[cst.CSTNode, cst.CSTNode]
+
+    @property
+    def path(self) -> Path:
+        return self.src.path
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.src.positions[node].line
+
+    def where(self, node: cst.CSTNode) -> str:
+        return f"{place_in(self.path, self.line(node))}"
+
+    def code(self, node: cst.CSTNode, limit: int = 70) -> str:
+        if isinstance(node, cst.For):  # the loop's header, not its body
+            text = f"for {one_line(self.src.module, node.target)} in {one_line(self.src.module, node.iter)}"
+        else:
+            text = one_line(self.src.module, node)
+        return text if len(text) <= limit else text[: limit - 3] + "..."
+
+    def step(self, node: cst.CSTNode) -> str:
+        """One step of a walk for the report: ``data.py:18 `self.x = torch.from_numpy(x)```."""
+        return f"{self.where(node)} `{self.code(node, 60)}`"
+
+    def statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The statement a node is part of."""
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(current, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+            current = self.parents.get(current)
+        return current
+
+    def enclosing(self, node: cst.CSTNode, kind: type[cst.CSTNode]) -> cst.CSTNode | None:
+        current = self.parents.get(node)
+        while current is not None:
+            if isinstance(current, kind):
+                return current
+            current = self.parents.get(current)
+        return None
+
+
+
+@dataclass(frozen=True)
+class Instance:
+    """The object ``self`` stands for: its class, and the call that built it when known."""
+
+    cls: cst.ClassDef
+    file: ProjectFile
+    ctor: Ref | None
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where a name is looked up: a function body (or the module) before a line."""
+
+    file: ProjectFile
+    function: cst.FunctionDef | None
+    before: int
+    frame: int | None = None  # index of the traced user frame this is, if it is one
+    args: Mapping[str, Ref] | None = None  # parameters bound by a call the walk came through
+    instance: Instance | None = None
+
+
+@dataclass(frozen=True)
+class Ref:
+    node: cst.BaseExpression
+    ctx: Context
+
+
+
+@dataclass(frozen=True)
+class Made:
+    """Where a pattern's ``at_call`` ended the walk: the call that makes the value, of a kind
+    the pattern names (``"creation"``, ``"explicit"``...)."""
+
+    call: cst.Call
+    file: ProjectFile
+    trail: tuple[str, ...]
+    kind: str
+
+
+@dataclass(frozen=True)
+class Lost:
+    reason: str
+    file: ProjectFile | None = None
+    node: cst.CSTNode | None = None
+    computed: bool = False  # the value is computed by the model
+    # made by a call outside torch and the project (numpy...) and returned by this Dataset item
+    item: tuple[ProjectFile, cst.Return] | None = None
+    trail: tuple[str, ...] = ()
+
+
+
+Result = Made | Lost
+
+
+@dataclass
+class TracedFrame:
+    """A traced user frame: its file, the failing expression, and where names are looked up."""
+
+    index: int
+    frame: Frame
+    file: ProjectFile
+    expression: cst.BaseExpression
+    ctx: Context
+    scope: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def described(self, name: str) -> Mapping[str, Any] | None:
+        found = self.scope.get("locals", {}).get(name)
+        return found if found is not None else self.scope.get("globals", {}).get(name)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A traced frame whose source cannot be read as the run executed it."""
+
+    reason: str
+    frame: Frame | None = None
+
+
+# A pattern's say at a call: a result that ends the walk there, or None for the generic rules.
+AtCall = Callable[["ValueWalk", cst.Call, "str | None", Context, KeyPath, tuple[str, ...]], "Result | None"]
+
+
+class ValueWalk:
+    """Follows values traced at the user frames of a failure back to the call that makes them."""
+
+    def __init__(self, failure: Failure, evidence: Evidence, sources: Sources, at_call: AtCall, budget: int = 120) -> None:
+        self.failure = failure
+        self.evidence = evidence
+        self.sources = sources
+        self.at_call = at_call
+        self.frames = [f for f in failure.frames if f.user]
+        self.budget = budget
+        self._files: dict[Path, ProjectFile | None] = {}
+        self.getitem: tuple[ProjectFile, cst.Return] | None = None  # the last Dataset item the walk read
+        self._views: dict[int, TracedFrame | Unreadable] = {}
+
+    def follow(
+        self, node: cst.BaseExpression, ctx: Context, trail: tuple[str, ...], at_call: AtCall | None = None
+    ) -> Result:
+        """One value, followed from its expression at a traced frame (under another policy
+        than the walk's own when ``at_call`` is given: a pattern asking a second question)."""
+        self.getitem = None
+        own = self.at_call
+        self.at_call = at_call or own
+        try:
+            return self.resolve(node, ctx, (), trail)
+        finally:
+            self.at_call = own
+
+    def view(self, index: int) -> TracedFrame | Unreadable:
+        if index in self._views:
+            return self._views[index]
+        frame = self.frames[index]
+        file = self.file(frame.file)
+        view: TracedFrame | Unreadable
+        if file is None:
+            view = Unreadable(f"cannot read the project file {report_path(Path(frame.file))}", frame)
+        else:
+            view = self._make_view(index, frame, file)
+        self._views[index] = view
+        return view
+
+    def _make_view(self, index: int, frame: Frame, file: ProjectFile) -> TracedFrame | Unreadable:
+        if not traced_line_matches(file.src.module.code, frame):
+            return Unreadable(f"the source of {place(frame)} is not what the traced run executed")
+        expression = _failing_value(file, frame)
+        if expression is None:
+            return Unreadable(f"cannot find the failing expression at {place(frame)}")
+        statement = file.statement(expression)
+        start = file.line(statement) if statement is not None else frame.line
+        function = _function_of(file, expression, frame.function)
+        ctx = Context(file, function, start, frame=index, args=None, instance=_instance_of(file, function))
+        return TracedFrame(index, frame, file, expression, ctx, self.evidence.scope(frame))
+
+    def resolve(self, node: cst.BaseExpression, ctx: Context, path: KeyPath, trail: tuple[str, ...]) -> Result:
+        self.budget -= 1
+        if self.budget < 0:
+            return Lost("the value passes through too many steps to follow", ctx.file, node, trail=trail)
+        if isinstance(node, cst.Name):
+            return self._name(node.value, ctx, path, trail)
+        if isinstance(node, cst.Attribute):
+            return self.resolve(node.value, ctx, (Key("attr", node.attr.value), *path), trail)
+        if isinstance(node, cst.Subscript):
+            return self._subscript(node, ctx, path, trail)
+        if isinstance(node, cst.Tuple | cst.List):
+            return self._element(node, ctx, path, trail)
+        if isinstance(node, cst.Dict):
+            return self._dict_value(node, ctx, path, trail)
+        if isinstance(node, cst.Call):
+            return self._call(node, ctx, path, trail)
+        if isinstance(node, cst.UnaryOperation):
+            return self.resolve(node.expression, ctx, path, trail)
+        if isinstance(node, cst.BinaryOperation):
+            tensors = [side for side in (node.left, node.right) if not isinstance(side, cst.Integer | cst.Float)]
+            if len(tensors) == 1:
+                return self.resolve(tensors[0], ctx, path, trail)
+        return Lost(f"it is computed by `{ctx.file.code(node)}`", ctx.file, node, trail=trail)
+
+    def _subscript(self, node: cst.Subscript, ctx: Context, path: KeyPath, trail: tuple[str, ...]) -> Result:
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            index = node.slice[0].slice.value
+            number = integer_value(index)
+            if number is not None:
+                return self.resolve(node.value, ctx, (Key("index", number), *path), trail)
+            if isinstance(index, cst.SimpleString):
+                key = index.evaluated_value
+                if isinstance(key, str):
+                    return self.resolve(node.value, ctx, (Key("key", key), *path), trail)
+        # indexing a tensor by anything else (a sample index, a slice, a mask) keeps its dtype
+        return self.resolve(node.value, ctx, path, trail)
+
+    def _element(self, node: cst.Tuple | cst.List, ctx: Context, path: KeyPath, trail: tuple[str, ...]) -> Result:
+        if not path or path[0].kind != "index" or any(isinstance(e, cst.StarredElement) for e in node.elements):
+            return Lost(f"`{ctx.file.code(node)}` is not one tensor", ctx.file, node, trail=trail)
+        index = int(path[0].value)
+        if not -len(node.elements) <= index < len(node.elements):
+            return Lost(f"`{ctx.file.code(node)}` has no element {index}", ctx.file, node, trail=trail)
+        return self.resolve(node.elements[index].value, ctx, path[1:], trail)
+
+    def _dict_value(self, node: cst.Dict, ctx: Context, path: KeyPath, trail: tuple[str, ...]) -> Result:
+        if path and path[0].kind == "key":
+            for element in node.elements:
+                if (
+                    isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
+                    and element.key.evaluated_value == path[0].value
+                ):
+                    return self.resolve(element.value, ctx, path[1:], trail)
+        return Lost(f"`{ctx.file.code(node)}` is a dict the walk cannot index", ctx.file, node, trail=trail)
+
+    def _name(self, name: str, ctx: Context, path: KeyPath, trail: tuple[str, ...]) -> Result:
+        file = ctx.file
+        bound = self.last_bind(ctx, name)
+        if bound is not None:
+            statement, target_path = bound
+            step = (*trail, file.step(statement))
+            at = replace(ctx, before=file.line(statement))
+            if isinstance(statement, cst.For):
+                return self.resolve(statement.iter, at, (ITEM, *target_path, *path), step)
+            if isinstance(statement, cst.AugAssign):
+                # `x += y` updates x in place: x keeps the dtype it had
+                return self._name(name, at, path, step)
+            if isinstance(statement, cst.Assign | cst.AnnAssign) and statement.value is not None:
+                return self.resolve(statement.value, at, (*target_path, *path), step)
+            return Lost(f"`{name}` is bound by `{file.code(statement)}`", file, statement, trail=trail)
+        function = ctx.function
+        if function is not None and name in parameter_names(function):
+            if ctx.instance is not None and _self_name(function) == name:
+                if path and path[0].kind == "attr":
+                    return self._attribute(ctx.instance, str(path[0].value), path[1:], trail)
+                return Lost(f"`{name}` is the object itself", file, function, trail=trail)
+            argument_ref = self._argument(ctx, name)
+            if isinstance(argument_ref, Lost):
+                return replace(argument_ref, trail=trail)
+            caller = argument_ref.ctx.file
+            step = (*trail, f"{caller.step(argument_ref.node)} passed as `{name}`")
+            return self.resolve(argument_ref.node, argument_ref.ctx, path, step)
+        if function is not None:
+            module_ctx = Context(file, None, self._module_line(file))
+            if self.last_bind(module_ctx, name) is not None:
+                return self._name(name, module_ctx, path, trail)
+        imported = self._imported(file, name)
+        if imported is not None:
+            other, real = imported
+            return self._name(real, Context(other, None, self._module_line(other)), path, trail)
+        return Lost(f"`{name}` is not assigned in the project's code before it is used", file, function, trail=trail)
+
+    def _attribute(self, instance: Instance, attr: str, path: KeyPath, trail: tuple[str, ...]) -> Result:
+        file = instance.file
+        found: list[tuple[cst.FunctionDef, cst.Assign | cst.AnnAssign, KeyPath]] = []
+        for method in _methods(instance.cls):
+            me = _self_name(method)
+            if me is None:
+                continue
+            for node in own_nodes(method):
+                if isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        where = _target_path(target.target, functools.partial(_is_self_attr, me=me, attr=attr))
+                        if where is not None:
+                            found.append((method, node, where))
+                elif isinstance(node, cst.AnnAssign) and node.value is not None and _is_self_attr(node.target, me, attr):
+                    found.append((method, node, ()))
+        if len(found) != 1:
+            what = "never assigned" if not found else f"assigned in {len(found)} places"
+            return Lost(f"`self.{attr}` of {instance.cls.name.value} is {what}", file, instance.cls, trail=trail)
+        method, statement, where = found[0]
+        value = statement.value
+        assert value is not None
+        args: Mapping[str, Ref] = {}
+        if method.name.value == "__init__" and instance.ctor is not None:
+            ctor = instance.ctor.node
+            assert isinstance(ctor, cst.Call)
+            args = _bind(ctor, method, True, instance.ctor.ctx)
+        ctx = Context(file, method, file.line(statement), args=args, instance=instance)
+        step = (*trail, file.step(statement))
+        return self.resolve(value, ctx, (*where, *path), step)
+
+    def _call(self, call: cst.Call, ctx: Context, path: KeyPath, trail: tuple[str, ...]) -> Result:
+        file = ctx.file
+        qualified = file.src.imports.qualify(call.func)
+        decided = self.at_call(self, call, qualified, ctx, path, trail)
+        if decided is not None:
+            return decided
+        data = self._data_call(call, qualified, ctx, path, trail)
+        if data is not None:
+            return data
+        defined = self._definition(ctx, call.func)
+        if defined is not None:
+            return self._user_call(call, ctx, defined, path, trail)
+        code = file.code(call)
+        if self._is_model(call, ctx):
+            return Lost(f"it is computed by the model, `{code}`", file, call, computed=True, trail=trail)
+        return Lost(f"it comes from `{code}`, which the walk cannot follow", file, call, item=self.getitem, trail=trail)
+
+    def _data_call(
+        self, call: cst.Call, qualified: str | None, ctx: Context, path: KeyPath, trail: tuple[str, ...]
+    ) -> Result | None:
+        """DataLoader, datasets, splits and the builtins that pass items through."""
+        file = ctx.file
+        head = path[0] if path else None
+        step = (*trail, file.step(call))
+        if is_torch_name(qualified, "torch.utils.data.DataLoader") and head == ITEM:
+            if keyword_arg(call, "collate_fn") is not None:
+                return Lost("the DataLoader builds its batches with a collate_fn of its own", file, call, trail=trail)
+            dataset = argument(call, 0, "dataset")
+            if dataset is None:
+                return Lost("the DataLoader's dataset is not given", file, call, trail=trail)
+            return self.resolve(dataset.value, ctx, path, step)
+        if is_torch_name(qualified, "torch.utils.data.TensorDataset") and head == ITEM and len(path) > 1:
+            if path[1].kind != "index" or any(arg.star or arg.keyword for arg in call.args):
+                return Lost(f"cannot tell which tensor of `{file.code(call)}` it is", file, call, trail=trail)
+            tensors = positional_args(call)
+            index = int(path[1].value)
+            if not -len(tensors) <= index < len(tensors):
+                return Lost(f"`{file.code(call)}` has no tensor {index}", file, call, trail=trail)
+            return self.resolve(tensors[index].value, ctx, path[2:], step)
+        if is_torch_name(qualified, "torch.utils.data.random_split") and head is not None and head.kind == "index":
+            dataset = argument(call, 0, "dataset")
+            if dataset is not None and len(path) > 1 and path[1] == ITEM:
+                return self.resolve(dataset.value, ctx, path[1:], step)
+        if is_torch_name(qualified, "torch.utils.data.Subset") and head == ITEM:
+            dataset = argument(call, 0, "dataset")
+            if dataset is not None:
+                return self.resolve(dataset.value, ctx, path, step)
+        builtin = qualified is None and isinstance(call.func, cst.Name) and call.func.value not in file.src.imports.aliases
+        name = call.func.value if isinstance(call.func, cst.Name) else None
+        passes_items = (builtin and name in ("iter", "list", "tuple")) or (qualified or "").split(".")[0] == "tqdm"
+        if passes_items and call.args and head == ITEM:
+            return self.resolve(call.args[0].value, ctx, path, step)
+        if builtin and name == "next" and call.args:
+            return self.resolve(call.args[0].value, ctx, (ITEM, *path), step)
+        if builtin and name in ("enumerate", "zip") and head == ITEM and len(path) > 1 and path[1].kind == "index":
+            index = int(path[1].value)
+            items = positional_args(call)
+            if name == "enumerate":
+                if index != 1 or not items:
+                    return Lost("it is the counter of enumerate()", file, call, trail=trail)
+                return self.resolve(items[0].value, ctx, (ITEM, *path[2:]), step)
+            if not 0 <= index < len(items) or any(arg.star for arg in call.args):
+                return Lost(f"cannot tell which iterable of `{file.code(call)}` it comes from", file, call, trail=trail)
+            return self.resolve(items[index].value, ctx, (ITEM, *path[2:]), step)
+        return None
+
+    def _user_call(
+        self, call: cst.Call, ctx: Context, defined: tuple[ProjectFile, cst.ClassDef | cst.FunctionDef, bool],
+        path: KeyPath, trail: tuple[str, ...],
+    ) -> Result:
+        """A class of the project (its items or attributes) or a function of it (its return)."""
+        file, definition, method = defined
+        step = (*trail, ctx.file.step(call))
+        if isinstance(definition, cst.ClassDef):
+            instance = Instance(definition, file, Ref(call, ctx))
+            head = path[0] if path else None
+            if head == ITEM:
+                getitem = next((m for m in _methods(definition) if m.name.value == "__getitem__"), None)
+                if getitem is None:
+                    return Lost(f"{definition.name.value} has no __getitem__ of its own", file, definition, trail=step)
+                return self._returned(getitem, file, {}, instance, path[1:], step)
+            if head is not None and head.kind == "attr":
+                return self._attribute(instance, str(head.value), path[1:], step)
+            return Lost(f"`{ctx.file.code(call)}` makes an object, not a tensor", ctx.file, call, trail=trail)
+        args = _bind(call, definition, method, ctx)
+        return self._returned(definition, file, args, ctx.instance if method else None, path, step)
+
+    def _returned(
+        self, function: cst.FunctionDef, file: ProjectFile, args: Mapping[str, Ref], instance: Instance | None,
+        path: KeyPath, trail: tuple[str, ...],
+    ) -> Result:
+        returns = [node for node in own_nodes(function) if isinstance(node, cst.Return) and node.value is not None]
+        if len(returns) != 1:
+            return Lost(f"{function.name.value}() has {len(returns) or 'no'} return statements", file, function, trail=trail)
+        value = returns[0].value
+        assert value is not None
+        if function.name.value == "__getitem__":
+            self.getitem = (file, returns[0])
+        ctx = Context(file, function, file.line(returns[0]), args=args, instance=instance)
+        step = (*trail, file.step(returns[0]))
+        return self.resolve(value, ctx, path, step)
+
+
+    # scopes -----------------------------------------------------------------------------
+    def last_bind(self, ctx: Context, name: str) -> tuple[cst.CSTNode, KeyPath] | None:
+        """The last statement before ``ctx.before`` that binds ``name``, with where in its target."""
+        body: Sequence[cst.BaseStatement]
+        if ctx.function is None:
+            body = ctx.file.src.module.body
+        elif isinstance(ctx.function.body, cst.IndentedBlock):
+            body = ctx.function.body.body
+        else:
+            return None
+        found = None
+        for event in events(body):
+            if event.kind == "bind" and event.name == name and ctx.file.line(event.statement) < ctx.before:
+                found = event.statement
+        if found is None:
+            return None
+        where: KeyPath | None = ()
+        if isinstance(found, cst.Assign):
+            where = next(
+                (p for t in found.targets if (p := _target_path(t.target, lambda n: _is_name(n, name))) is not None), None
+            )
+        elif isinstance(found, cst.For):
+            where = _target_path(found.target, lambda n: _is_name(n, name))
+        if where is None:
+            return None
+        return found, where
+
+    def _argument(self, ctx: Context, name: str) -> Ref | Lost:
+        function = ctx.function
+        assert function is not None
+        if ctx.args is not None:
+            found = ctx.args.get(name)
+            if found is not None:
+                return found
+            return Lost(f"`{name}`, a parameter of {function.name.value}(), is not given by a call the walk followed", ctx.file, function)
+        if ctx.frame is None or ctx.frame == 0:
+            return Lost(f"{function.name.value}() is called from outside the project's code", ctx.file, function)
+        caller = self.view(ctx.frame - 1)
+        if isinstance(caller, Unreadable):
+            return Lost(caller.reason)
+        exact = caller.frame.col is not None and isinstance(caller.expression, cst.Call)
+        calls = [
+            node for node in walk(caller.expression)
+            if isinstance(node, cst.Call) and _calls(node, function, caller.ctx.file)
+            # without traced columns the caller's line may hold several calls: the module's own
+            and (exact or function.name.value != "forward" or self._runs_forward(node, caller, ctx.instance))
+        ]
+        if exact:
+            calls = calls[:1] if calls and calls[0] is caller.expression else []
+        if len(calls) != 1:
+            return Lost(
+                f"which call at {place(caller.frame)} runs {function.name.value}() is not certain",
+                caller.file, caller.expression,
+            )
+        call = calls[0]
+        bound = _bind(call, function, _is_method(ctx.file, function), caller.ctx)
+        found = bound.get(name)
+        if found is None:
+            return Lost(f"the call at {place(caller.frame)} passes `{name}` in a way the walk cannot follow", caller.file, call)
+        return found
+
+    def _module_line(self, file: ProjectFile) -> int:
+        """The module's statements that ran: up to its traced line when it is a frame of the failure."""
+        for frame in self.frames:
+            if frame.function == "<module>" and Path(frame.file) == file.path:
+                view = self.view(self.frames.index(frame))
+                return view.ctx.before if isinstance(view, TracedFrame) else frame.line
+        return 1 << 30
+
+    def _definition(self, ctx: Context, func: cst.BaseExpression) -> tuple[ProjectFile, cst.ClassDef | cst.FunctionDef, bool] | None:
+        """The project's class or function a call calls, with whether it is a method."""
+        file = ctx.file
+        if (
+            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and ctx.instance is not None
+            and ctx.function is not None and _self_name(ctx.function) == func.value.value
+        ):
+            method = next((m for m in _methods(ctx.instance.cls) if m.name.value == func.attr.value), None)
+            return (ctx.instance.file, method, True) if method is not None else None
+        if isinstance(func, cst.Name):
+            local = _top_level(file, func.value)
+            if local is not None:
+                return file, local, False
+            imported = self._imported(file, func.value)
+            if imported is not None:
+                home, real = imported
+                definition = _top_level(home, real)
+                return (home, definition, False) if definition is not None else None
+            return None
+        qualified = file.src.imports.qualify(func)
+        if qualified is None or "." not in qualified:
+            return None
+        module, _, name = qualified.rpartition(".")
+        other = self._project_module(module)
+        if other is None:
+            return None
+        definition = _top_level(other, name)
+        return (other, definition, False) if definition is not None else None
+
+    def _imported(self, file: ProjectFile, name: str) -> tuple[ProjectFile, str] | None:
+        """``(file, name)`` of a name imported from another module of the project."""
+        qualified = file.src.imports.aliases.get(name)
+        if qualified is None or "." not in qualified:
+            return None
+        module, _, real = qualified.rpartition(".")
+        other = self._project_module(module)
+        return (other, real) if other is not None else None
+
+    def _project_module(self, module: str) -> ProjectFile | None:
+        tails = (module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py")
+        known = {Path(f) for f in (*self.evidence.imported_files, *(f.file for f in self.frames))}
+        matches = [p for p in known if any(p.as_posix() == t or p.as_posix().endswith("/" + t) for t in tails)]
+        if len(matches) != 1:
+            return None
+        return self.file(str(matches[0]))
+
+    def _runs_forward(self, call: cst.Call, caller: TracedFrame, instance: Instance | None) -> bool:
+        """Whether a call in the caller's frame calls the module whose ``forward`` failed: a
+        submodule (``self.encoder(x)``), or a module variable of that class (``model(x)``)."""
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            return self._is_model(call, caller.ctx)
+        described = caller.described(func.value) if isinstance(func, cst.Name) else None
+        if described is None or described.get("kind") != "module":
+            return False
+        return instance is None or described.get("type") == instance.cls.name.value
+
+    def _is_model(self, call: cst.Call, ctx: Context) -> bool:
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and ctx.function is not None
+            and _self_name(ctx.function) == func.value.value
+        ):
+            return True
+        if isinstance(func, cst.Name) and ctx.frame is not None:
+            view = self.view(ctx.frame)
+            described = view.described(func.value) if isinstance(view, TracedFrame) else None
+            return described is not None and described.get("kind") == "module"
+        return False
+
+    def file(self, name: str) -> ProjectFile | None:
+        path = Path(name)
+        if path not in self._files:
+            parsed = source(self.sources, name)
+            self._files[path] = (
+                ProjectFile(parsed, parsed.wrapper.resolve(ParentNodeProvider)) if parsed is not None else None
+            )
+        return self._files[path]
+
+
+
+def _function_of(file: ProjectFile, node: cst.CSTNode, name: str) -> cst.FunctionDef | None:
+    if name == "<module>":
+        return None
+    function = file.enclosing(node, cst.FunctionDef)
+    if name.startswith("<"):  # a comprehension's or lambda's frame: the function around it
+        return function if isinstance(function, cst.FunctionDef) else None
+    while function is not None and isinstance(function, cst.FunctionDef) and function.name.value != name:
+        function = file.enclosing(function, cst.FunctionDef)
+    return function if isinstance(function, cst.FunctionDef) else None
+
+
+def _instance_of(file: ProjectFile, function: cst.FunctionDef | None) -> Instance | None:
+    if function is None or _self_name(function) is None:
+        return None
+    block = file.parents.get(function)
+    cls = file.parents.get(block) if block is not None else None
+    return Instance(cls, file, None) if isinstance(cls, cst.ClassDef) else None
+
+
+def _is_method(file: ProjectFile, function: cst.FunctionDef) -> bool:
+    block = file.parents.get(function)
+    return isinstance(file.parents.get(block) if block is not None else None, cst.ClassDef) and not any(
+        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in function.decorators
+    )
+
+
+def _self_name(function: cst.FunctionDef) -> str | None:
+    params = [*function.params.posonly_params, *function.params.params]
+    return params[0].name.value if params and params[0].name.value in ("self", "cls") else None
+
+
+def _bind(call: cst.Call, function: cst.FunctionDef, method: bool, ctx: Context) -> dict[str, Ref]:
+    """The arguments of ``call`` by the parameter names of ``function`` (``self`` skipped for a method)."""
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if method:
+        params = params[1:]
+    bound: dict[str, Ref] = {}
+    if not any(arg.star == "*" for arg in call.args):
+        for name, arg in zip(params, positional_args(call), strict=False):
+            bound[name] = Ref(arg.value, ctx)
+    for arg in call.args:
+        if arg.keyword is not None:
+            bound[arg.keyword.value] = Ref(arg.value, ctx)
+    return bound
+
+
+def _calls(call: cst.Call, function: cst.FunctionDef, file: ProjectFile) -> bool:
+    """Whether a call in a caller's frame is the call of ``function`` (``forward`` through ``model(x)``)."""
+    name = function.name.value
+    func = call.func
+    if isinstance(func, cst.Name) and func.value == name:
+        return True
+    if isinstance(func, cst.Attribute) and func.attr.value == name:
+        return True
+    if name == "forward":
+        qualified = file.src.imports.qualify(func)
+        return qualified is None and isinstance(func, cst.Name | cst.Attribute)
+    return False
+
+
+def _methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return [node for node in body if isinstance(node, cst.FunctionDef)]
+
+
+def own_nodes(scope: cst.FunctionDef | cst.Module) -> list[cst.CSTNode]:
+    """The nodes of a function's body (or a module's), in source order, nested functions,
+    classes and lambdas left out."""
+    found: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = [scope.body] if isinstance(scope, cst.FunctionDef) else list(reversed(scope.body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            continue
+        found.append(node)
+        stack.extend(reversed(node.children))
+    return found
+
+
+def _top_level(file: ProjectFile, name: str) -> cst.ClassDef | cst.FunctionDef | None:
+    found = None
+    for statement in file.src.module.body:
+        if isinstance(statement, cst.ClassDef | cst.FunctionDef) and statement.name.value == name:
+            found = statement
+    return found
+
+
+def _target_path(target: cst.BaseExpression, wanted: Callable[[cst.BaseExpression], bool]) -> KeyPath | None:
+    """Where in an assignment or loop target the wanted node is: ``i, (x, y)`` -> x at (1, 0)."""
+    if wanted(target):
+        return ()
+    if isinstance(target, cst.Tuple | cst.List):
+        elements = list(target.elements)
+        for index, element in enumerate(elements):
+            inner = _target_path(element.value, wanted)
+            if inner is None:
+                continue
+            starred = [i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)]
+            if isinstance(element, cst.StarredElement) or (starred and starred[0] < index):
+                return None  # after a starred element the position is not fixed
+            return (Key("index", index), *inner)
+    return None
+
+
+def _is_name(node: cst.BaseExpression, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _is_self_attr(node: cst.BaseExpression, me: str, attr: str) -> bool:
+    return isinstance(node, cst.Attribute) and _is_name(node.value, me) and node.attr.value == attr
+
+
+
+def frame_of(file: ProjectFile | None, node: cst.CSTNode | None) -> Frame | None:
+    """A frame-like place for a node (where a decline points the user)."""
+    if file is None or node is None or node not in file.src.positions:
+        return None
+    return Frame(file=str(file.path), line=file.line(node), user=True)
+
+
+def _failing_value(file: ProjectFile, frame: Frame) -> cst.BaseExpression | None:
+    """The expression a frame was executing; for a whole statement (no traced columns), its value."""
+    node = failing_expression(file.src.positions, frame)
+    if isinstance(node, cst.SimpleStatementLine):
+        if len(node.body) != 1:
+            return None
+        small = node.body[0]
+        if isinstance(small, cst.Expr | cst.Assign | cst.AugAssign | cst.Return) and small.value is not None:
+            return small.value
+        return None
+    return node if isinstance(node, cst.BaseExpression) else None

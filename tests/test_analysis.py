@@ -128,12 +128,19 @@ def test_failing_expression_smallest_containing_then_line_fallback() -> None:
     # at expressions starting on the frame's line, device-mismatch's at all)
     found = failing_expression(positions, Frame("t.py", 2, "f", None, True, 4, 3, 5))
     assert isinstance(found, cst.Call)
-    # no columns: the value of the line's one statement
-    assert isinstance(failing_expression(positions, _frame(1)), cst.Call)
-    _, _, two = _parsed("a = 1; b = f(a)\n")
-    assert failing_expression(two, _frame(1)) is None  # two statements: cannot tell which
+    # no columns: the one simple statement line around the line (the caller reads it whole),
+    # also from a continuation line of that statement
+    assert isinstance(failing_expression(positions, _frame(1)), cst.SimpleStatementLine)
+    assert isinstance(failing_expression(positions, _frame(2)), cst.SimpleStatementLine)
     _, _, header = _parsed("for x in f():\n    pass\n")
-    assert failing_expression(header, _frame(1)) is None
+    assert failing_expression(header, _frame(1)) is None  # a compound statement's header
+
+
+def test_failing_expression_method_call_over_lines() -> None:
+    module, _, positions = _parsed("model = Model(\n    3,\n).to(device)\n")
+    # Python places `Model(...).to(device)` from `.to` on line 3 to the call's end
+    found = failing_expression(positions, Frame("t.py", 3, "f", None, True, 1, 3, 12))
+    assert isinstance(found, cst.Call) and module.code_for_node(found).endswith(".to(device)")
 
 
 def test_enclosing_and_statement_of() -> None:

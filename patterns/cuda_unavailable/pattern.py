@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,8 +11,6 @@ from typing import Any
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import (
-    FunctionScope,
-    GlobalScope,
     MetadataWrapper,
     ParentNodeProvider,
     Scope,
@@ -20,8 +18,10 @@ from libcst.metadata import (
 )
 
 from repairbot.analysis import (
+    DEVICE_NAMES,
     ImportTable,
     bound_once,
+    failing_expression,
     is_torch_name,
     one_line,
     place,
@@ -32,12 +32,12 @@ from repairbot.analysis import (
 from repairbot.codemod import quote_of
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.provenance import argparse_dest, bound_at
 from repairbot.sources import SourceError, Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 # A CUDA device written as a string: "cuda", "cuda:0", f"cuda:{rank}".
 _CUDA_TEXT = re.compile(r"cuda(?::\d+)?")
-_DEVICE_NAMES = ("device", "dev", "DEVICE", "torch_device")
 _NEW_DEVICE_NAME = "device"
 # torch.cuda functions that need a GPU (the fix does not guard them; the report says where).
 _NEEDS_GPU = (
@@ -230,7 +230,7 @@ class CudaUnavailable(Pattern):
         ``torch.cuda.is_available()`` where it is written (``use_cuda = not args.no_cuda`` ->
         ``use_cuda = not args.no_cuda and torch.cuda.is_available()``), or at the choice itself
         when the switch is an option read as it is (``args.cuda``)."""
-        expression = view._expression(frame)
+        expression = failing_expression(view.positions, frame)
         if expression is None or view.torch is None:
             return None
         owner = view._owner(expression)
@@ -538,7 +538,7 @@ class _File:
                     yield self._site("device-argument", arg.value, call, indexed)
             elif keyword == "default" and method == "add_argument":
                 is_cuda, indexed = _cuda_literal(arg.value)
-                dest = _argparse_dest(call)
+                dest = argparse_dest(call)
                 if is_cuda and dest is not None and _device_like(dest):
                     yield self._site("device-value", arg.value, call, indexed, binds=(f"attr:{dest}",))
             elif keyword is not None and _device_like(keyword) and not torch_callee:
@@ -605,7 +605,7 @@ class _File:
     def link(self, frame: Frame, evidence: Evidence | None) -> _Link | None:
         """The hard-coded site this frame's expression reaches: inside it, or the definition of
         a device it reads; or a CUDA literal it passes straight to the call it makes."""
-        expression = self._expression(frame)
+        expression = failing_expression(self.positions, frame)
         if expression is None:
             return None
         where = self.positions[expression]
@@ -669,35 +669,6 @@ class _File:
                 where = self._owner(node)
                 if (where is owner or isinstance(where, cst.Module)) and node.value is not None:
                     yield node.value
-
-    def _expression(self, frame: Frame) -> cst.CSTNode | None:
-        """The expression the frame was executing (traced columns), else its line's statement."""
-        if frame.col is not None:
-            wanted = (frame.line, frame.col, frame.end_line or frame.line, frame.end_col)
-            exact = [
-                node for node, span in self.positions.items()
-                if isinstance(node, cst.BaseExpression) and _span_tuple(span) == wanted
-            ]
-            if not exact:
-                # a method call written over several lines (``Model(\n...\n).to(device)``): Python
-                # places it at its attribute, so the traced start is no node's; its end is the call's
-                exact = [
-                    node for node, span in self.positions.items()
-                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and span.line < frame.line
-                    and (span.end_line, span.end_col) == wanted[2:]
-                    and self.positions[node.func.attr].line == frame.line
-                ]
-                if len(exact) == 1:
-                    return exact[0]
-                return None
-            if exact:
-                return max(exact, key=lambda node: sum(1 for _ in walk(node)))
-            return None
-        lines = [
-            node for node, span in self.positions.items()
-            if isinstance(node, cst.SimpleStatementLine) and span.line <= frame.line <= span.end_line
-        ]
-        return lines[0] if len(lines) == 1 else None
 
     def _owner(self, node: cst.CSTNode, *also: type[cst.CSTNode]) -> cst.CSTNode:
         """The function the node runs in (or the first of ``also`` around it), else the module."""
@@ -775,9 +746,9 @@ class _File:
         line = site.span.line
         found: list[str] = []
         for name in self._device_names():
-            if _visible(scope, name, line, self.positions):
+            if bound_at(scope, name, line, self.positions):
                 found.append(name)
-        found.sort(key=lambda n: (_DEVICE_NAMES.index(n) if n in _DEVICE_NAMES else len(_DEVICE_NAMES), n))
+        found.sort(key=lambda n: (DEVICE_NAMES.index(n) if n in DEVICE_NAMES else len(DEVICE_NAMES), n))
         return found[0] if found else None
 
     def _device_names(self) -> list[str]:
@@ -847,7 +818,7 @@ class _File:
 def one_line_at(view: _File | None, frame: Frame) -> str:
     """The failing expression for a decline, else the frame's code."""
     if view is not None:
-        expression = view._expression(frame)
+        expression = failing_expression(view.positions, frame)
         if expression is not None:
             return f"`{one_line(view.module, expression)}`"
     return f"`{frame.code.strip()}`" if frame.code else "the call"
@@ -903,21 +874,6 @@ def _target_name(target: cst.BaseExpression) -> str | None:
     return None
 
 
-def _argparse_dest(call: cst.Call) -> str | None:
-    """``--device`` -> ``device``, ``--gpu-id`` -> ``gpu_id``; ``dest=`` wins."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "dest" and isinstance(arg.value, cst.SimpleString):
-            value = arg.value.evaluated_value
-            return value if isinstance(value, str) else None
-    options = [
-        a.value.evaluated_value for a in call.args
-        if a.keyword is None and isinstance(a.value, cst.SimpleString) and isinstance(a.value.evaluated_value, str)
-    ]
-    longs = [o for o in options if isinstance(o, str) and o.startswith("--")]
-    chosen = longs[0] if longs else (options[0] if options else None)
-    return chosen.lstrip("-").replace("-", "_") if isinstance(chosen, str) else None
-
-
 def _cuda_choice(value: cst.BaseExpression) -> cst.IfExp | None:
     """``"cuda" if switch else "cpu"``, bare or inside ``torch.device(...)``."""
     if isinstance(value, cst.Call) and len(value.args) == 1 and value.args[0].keyword is None:
@@ -942,22 +898,6 @@ def _module_level_alias(module: cst.Module, full: str) -> str | None:
                     if one_line(module, alias.name) == full:
                         return cst.ensure_type(alias.asname.name, cst.Name).value if alias.asname else full
     return None
-
-
-def _visible(scope: Scope, name: str, line: int, positions: Mapping[cst.CSTNode, Span]) -> bool:
-    """Is ``name`` bound at ``line``: a parameter or an earlier assignment of the same scope, or a global?"""
-    for assignment in scope[name]:
-        node = getattr(assignment, "node", None)
-        owner = getattr(assignment, "scope", None)
-        if isinstance(owner, GlobalScope) and isinstance(scope, FunctionScope):
-            return True  # module globals exist by the time a function runs
-        if node is not None and owner is not None:
-            if isinstance(node, cst.Param):
-                return True
-            where = positions.get(node)
-            if where is not None and where.line < line:
-                return True
-    return False
 
 
 def _bound_in(scope: Scope, name: str) -> bool:

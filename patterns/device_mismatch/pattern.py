@@ -12,8 +12,6 @@ from typing import Any
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import (
-    FunctionScope,
-    GlobalScope,
     MetadataWrapper,
     ParentNodeProvider,
     PositionProvider,
@@ -21,18 +19,22 @@ from libcst.metadata import (
 )
 
 from repairbot.analysis import (
+    DEVICE_NAMES,
     ImportTable,
+    bound_names,
     dotted_name,
+    enclosing,
+    failing_expression,
     is_torch_name,
     keyword_arg,
     one_line,
     place_in,
-    walk,
+    traced_line_matches,
 )
 from repairbot.codemod import append_keyword, quote_of
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, signature, span_of
-from repairbot.provenance import parameter_names
+from repairbot.provenance import bound_at, own_nodes, parameter_names
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -45,7 +47,6 @@ _FACTORIES = (
     "torch.randint", "torch.randperm", "torch.arange", "torch.linspace", "torch.logspace",
     "torch.eye", "torch.tensor", "torch.as_tensor",
 )
-_DEVICE_NAMES = ("device", "dev", "DEVICE", "torch_device")
 _MOVE_METHODS = ("to", "cuda")
 _NEW_DEVICE_NAME = "device"
 
@@ -436,17 +437,16 @@ class _Locator:
     def _view(self, frame: Frame) -> _View | Decline:
         path = Path(frame.file)
         try:
-            source = re.split(r"\r\n|\r|\n", self.sources.current(path).decode("utf-8", "replace"))
+            text = self.sources.current(path).decode("utf-8", "replace")
         except OSError:
             return self.decline(f"cannot read {report_path(path)}")
-        current = source[frame.line - 1].strip() if 0 < frame.line <= len(source) else None
-        if frame.code is not None and current != frame.code:
+        if not traced_line_matches(text, frame):
             # the traced lines are not the lines of this source: a fix moved them
             return self.decline(f"the source of {place_in(path, frame.line)} is not what the traced run executed")
         wrapper = self.sources.metadata(path)
         positions = {node: span_of(r) for node, r in wrapper.resolve(PositionProvider).items()}
         parents = wrapper.resolve(ParentNodeProvider)
-        expression = _expression_at(positions, frame)
+        expression = failing_expression(positions, frame)
         if expression is None:
             return self.decline(f"cannot find the failing expression at {place_in(path, frame.line)}")
         statement = expression
@@ -455,7 +455,7 @@ class _Locator:
             if parent is None:
                 return self.decline(f"cannot find the statement at {place_in(path, frame.line)}")
             statement = parent
-        function = _enclosing(parents, statement, cst.FunctionDef)
+        function = enclosing(parents, statement, cst.FunctionDef, stop=(cst.ClassDef,))
         view = _View(
             frame=frame, path=path, wrapper=wrapper, positions=positions, parents=parents,
             expression=expression, statement=statement,
@@ -586,7 +586,7 @@ class _Locator:
         """The innermost loop around the failing line whose target binds one of ``names``."""
         node: cst.CSTNode | None = view.statement
         while node is not None and not isinstance(node, cst.FunctionDef | cst.ClassDef):
-            if isinstance(node, cst.For) and set(names) & set(_bound_names(node.target)):
+            if isinstance(node, cst.For) and set(names) & set(bound_names(node.target)):
                 return node
             node = view.parents.get(node)
         return None
@@ -604,7 +604,7 @@ class _Locator:
         view = found.view
         if not isinstance(loop.body, cst.IndentedBlock):
             return self.decline(f"the loop at {place_in(view.path, view.positions[loop].line)} is written on one line")
-        movable = self._movable(view, _bound_names(loop.target))
+        movable = self._movable(view, bound_names(loop.target))
         left = [o.name for o in found.stayed if o.name not in movable]
         if left:
             return self.decline(f"{_and(left)} on {self.behind} at {view.location} does not come from the loop that binds the batch")
@@ -672,14 +672,14 @@ class _Locator:
 
     def _binding(self, view: _View, names: Sequence[str]) -> tuple[cst.Assign, cst.SimpleStatementLine] | Decline:
         """The one assignment, before the failing line in the same function, that binds ``names``."""
-        owner: cst.CSTNode = view.function if view.function is not None else view.wrapper.module
+        owner: cst.FunctionDef | cst.Module = view.function if view.function is not None else view.wrapper.module
         failing_line = view.positions[view.statement].line
         found: dict[str, list[tuple[cst.Assign, cst.SimpleStatementLine]]] = {n: [] for n in names}
         for statement, small in _assignments(owner):
             # the failing statement's own assignment comes after its right-hand side ran
             if statement is view.statement or view.positions[statement].line >= failing_line:
                 continue
-            bound = {n for target in small.targets for n in _bound_names(target.target)}
+            bound = {n for target in small.targets for n in bound_names(target.target)}
             for name in names:
                 if name in bound:
                     found[name].append((small, statement))
@@ -717,7 +717,7 @@ class _Locator:
             return self.decline(
                 f"`{view.code(call)}` already says which device (or forwards **kwargs), yet made a tensor on {self.behind}"
             )
-        name = _bound_names(cst.ensure_type(view.parents[call], cst.Assign).targets[0].target)[0]
+        name = bound_names(cst.ensure_type(view.parents[call], cst.Assign).targets[0].target)[0]
         device = self._input_device(view) or self._device_for(view, call)
         if isinstance(device, Decline):
             return device
@@ -739,7 +739,7 @@ class _Locator:
 
     def _move_after(self, found: _Attribution, statement: cst.SimpleStatementLine) -> Site | Decline:
         view = found.view
-        bound = [n for small in statement.body if isinstance(small, cst.Assign) for t in small.targets for n in _bound_names(t.target)]
+        bound = [n for small in statement.body if isinstance(small, cst.Assign) for t in small.targets for n in bound_names(t.target)]
         movable = self._movable(view, bound)
         block = view.parents.get(statement)
         if isinstance(block, cst.IndentedBlock):
@@ -793,7 +793,7 @@ class _Locator:
                 diagnosis=f"call `.to(device)` on the model built at {place_in(path, line)}", at=view.frame,
             )
         parents = wrapper.resolve(ParentNodeProvider)
-        function = _enclosing(parents, statement, cst.FunctionDef)
+        function = enclosing(parents, statement, cst.FunctionDef, stop=(cst.ClassDef,))
         build = _View(
             frame=Frame(str(path), line), path=path, wrapper=wrapper, positions=positions, parents=parents,
             expression=assign.value, statement=statement,
@@ -826,7 +826,7 @@ class _Locator:
                 f"{one_line(where.wrapper.module, value)} -> {one_line(where.wrapper.module, value)}.to({device.code})",
             )
         # `model, criterion = Net(), nn.CrossEntropyLoss()`: a line of its own after the statement
-        bound = [n for t in assign.targets for n in _bound_names(t.target)]
+        bound = [n for t in assign.targets for n in bound_names(t.target)]
         if name not in bound and len(bound) != 1:
             return self.decline(
                 f"the statement at {location} binds several names; which one is the model is not certain",
@@ -844,7 +844,7 @@ class _Locator:
         """The traced scope of the frame running the function around ``node`` (else the module's globals)."""
         parents = wrapper.resolve(ParentNodeProvider)
         positions = wrapper.resolve(PositionProvider)
-        function = _enclosing(parents, node, cst.FunctionDef)
+        function = enclosing(parents, node, cst.FunctionDef, stop=(cst.ClassDef,))
         globals_only: Mapping[str, Mapping[str, Any]] = {}
         for frame in self.failure.frames:
             if not frame.user or Path(frame.file).resolve() != path.resolve():
@@ -874,11 +874,11 @@ class _Locator:
                     continue
                 if info.get("kind") == "device-string" and "dev" not in name.lower():
                     continue  # a "cpu" string in a variable not named like a device is a coincidence
-                if here is None or not _visible(here, name, anchor_line, view.positions):
+                if here is None or not bound_at(here, name, anchor_line, view.positions):
                     continue
                 (usable if same_device(str(info.get("value")), self.target) else other).append((name, info))
         if usable:
-            usable.sort(key=lambda item: (_DEVICE_NAMES.index(item[0]) if item[0] in _DEVICE_NAMES else len(_DEVICE_NAMES), item[0]))
+            usable.sort(key=lambda item: (DEVICE_NAMES.index(item[0]) if item[0] in DEVICE_NAMES else len(DEVICE_NAMES), item[0]))
             name, info = usable[0]
             return _Device(code=name, name=name, info=info, introduced=None)
         if other:
@@ -904,7 +904,7 @@ class _Locator:
                 f"`{_NEW_DEVICE_NAME}` is already taken there",
                 at=view.frame,
             )
-        function = _enclosing(view.parents, anchor, cst.FunctionDef)
+        function = enclosing(view.parents, anchor, cst.FunctionDef, stop=(cst.ClassDef,))
         body = function.body.body if isinstance(function, cst.FunctionDef) and isinstance(function.body, cst.IndentedBlock) else None
         if body is not None:
             statements = list(body)
@@ -1018,48 +1018,6 @@ class _Device:
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _expression_at(positions: Mapping[cst.CSTNode, Span], frame: Frame) -> cst.CSTNode | None:
-    """The expression the frame was executing: exact with traced columns, else its line's statement."""
-    if frame.col is None or frame.end_col is None:
-        lines = [n for n, s in positions.items() if isinstance(n, cst.SimpleStatementLine) and s.line == frame.line]
-        return lines[0] if len(lines) == 1 else None
-    end_line = frame.end_line or frame.line
-    wanted = (frame.line, frame.col, end_line, frame.end_col)
-    containing = []
-    for node, span in positions.items():
-        if not isinstance(node, cst.BaseExpression):
-            continue
-        if (span.line, span.col, span.end_line, span.end_col) == wanted:
-            containing.append((0, node, span))
-        elif (span.line, span.col) <= (frame.line, frame.col) and (span.end_line, span.end_col) >= (end_line, frame.end_col):
-            containing.append((1, node, span))
-    if not containing:
-        return None
-    # exact first; among several, the smallest (a parenthesised expression's inside)
-    containing.sort(key=lambda item: (item[0], item[2].end_line - item[2].line, item[2].end_col - item[2].col))
-    exact = [c for c in containing if c[0] == 0]
-    if exact:
-        # nodes with one span (an expression and its only child): the outermost is the operation
-        return max(exact, key=lambda item: _depth_rank(item[1]))[1]
-    return containing[0][1]
-
-
-def _depth_rank(node: cst.CSTNode) -> int:
-    """Count of descendants: among nodes with the same span the parent has the most."""
-    return sum(1 for _ in walk(node))
-
-
-def _enclosing(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, kind: type[cst.CSTNode]) -> cst.CSTNode | None:
-    current = parents.get(node)
-    while current is not None:
-        if isinstance(current, kind):
-            return current
-        if isinstance(current, cst.ClassDef) and kind is cst.FunctionDef:
-            return None
-        current = parents.get(current)
-    return None
-
-
 def _child_in(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, block: cst.IndentedBlock) -> cst.CSTNode | None:
     """The statement of ``block`` that contains ``node``."""
     current: cst.CSTNode | None = node
@@ -1069,20 +1027,6 @@ def _child_in(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode, blo
             return current
         current = parent
     return None
-
-
-def _bound_names(target: cst.BaseExpression) -> list[str]:
-    """Names an assignment or loop target binds, in order: ``step, (x, y)`` -> step, x, y."""
-    if isinstance(target, cst.Name):
-        return [target.value]
-    if isinstance(target, cst.Tuple | cst.List):
-        names: list[str] = []
-        for element in target.elements:
-            names.extend(_bound_names(element.value))
-        return names
-    if isinstance(target, cst.StarredElement):
-        return _bound_names(target.value)
-    return []
 
 
 def _tuple_elements(value: cst.BaseExpression) -> list[cst.BaseElement]:
@@ -1096,7 +1040,7 @@ def _parse_move(small: cst.BaseSmallStatement) -> tuple[cst.Assign, list[str], c
     if not isinstance(small, cst.Assign) or len(small.targets) != 1:
         return None
     targets = small.targets[0].target
-    names = _bound_names(targets)
+    names = bound_names(targets)
     values = _tuple_elements(small.value)
     if not names or len(names) != len(values) or (isinstance(targets, cst.Tuple) != isinstance(small.value, cst.Tuple)):
         return None
@@ -1109,40 +1053,18 @@ def _parse_move(small: cst.BaseSmallStatement) -> tuple[cst.Assign, list[str], c
     return (small, names, call) if call is not None else None
 
 
-def _assignments(owner: cst.CSTNode) -> Iterator[tuple[cst.SimpleStatementLine, cst.Assign]]:
-    """Plain assignments of a function body (or module), nested functions and classes left out."""
-    stack = list(owner.children)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
-            continue
+def _assignments(owner: cst.FunctionDef | cst.Module) -> Iterator[tuple[cst.SimpleStatementLine, cst.Assign]]:
+    """Plain assignments of a function body (or module), in order, nested functions and classes left out."""
+    for node in own_nodes(owner):
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
                 if isinstance(small, cst.Assign):
                     yield node, small
-            continue
-        stack.extend(node.children)
 
 
 def _move_statement(names: Sequence[str], device: str) -> str:
     targets = ", ".join(names)
     return f"{targets} = {', '.join(f'{n}.to({device})' for n in names)}"
-
-
-def _visible(scope: Any, name: str, line: int, positions: Mapping[cst.CSTNode, Span]) -> bool:
-    """Is ``name`` bound at ``line``: a parameter or an earlier assignment of the same scope, or a global?"""
-    for assignment in scope[name]:
-        node = getattr(assignment, "node", None)
-        owner = getattr(assignment, "scope", None)
-        if isinstance(owner, GlobalScope) and isinstance(scope, FunctionScope):
-            return True  # module globals exist by the time a function runs
-        if owner is scope and node is not None:
-            if isinstance(node, cst.Param):
-                return True
-            where = positions.get(node)
-            if where is not None and where.line < line:
-                return True
-    return False
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:
@@ -1156,9 +1078,7 @@ def _is_import(statement: cst.CSTNode) -> bool:
 
 
 def _param_order(function: cst.FunctionDef | None, name: str) -> int:
-    if function is None:
-        return 0
-    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)]
+    params = parameter_names(function) if function is not None else []
     return params.index(name) if name in params else len(params)
 
 

@@ -2,38 +2,44 @@
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import ParentNodeProvider
 
 from repairbot.analysis import (
-    Source,
     argument,
+    bound_names,
     dtype_name,
-    events,
     is_torch_name,
     keyword_arg,
-    one_line,
     place,
     place_in,
-    positional_args,
     reads,
+    resolve_site,
     shape_text,
-    source,
-    source_lines,
     walk,
 )
 from repairbot.codemod import method_call
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
-from repairbot.provenance import integer_value, parameter_names
-from repairbot.sources import Sources, report_path
+from repairbot.provenance import (
+    Context,
+    KeyPath,
+    Lost,
+    Made,
+    ProjectFile,
+    Ref,
+    Result,
+    TracedFrame,
+    Unreadable,
+    ValueWalk,
+    frame_of,
+    own_nodes,
+)
+from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
 _FLOAT64 = "float64"
@@ -60,11 +66,19 @@ _KEEPS_DTYPE = frozenset({
 })
 _CASTS = frozenset({"float", "half", "bfloat16", "int", "long", "short", "byte", "bool", "char"})
 # torch functions of one tensor that keep its dtype.
+# Factories that make a tensor of torch's default dtype (float32) when no dtype is given.
+_DEFAULT_DTYPE_FACTORIES = (
+    "torch.rand", "torch.randn", "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.linspace",
+    "torch.logspace", "torch.normal", "torch.eye",
+)
 _TORCH_KEEPS_DTYPE = (
     "torch.flatten", "torch.squeeze", "torch.unsqueeze", "torch.reshape", "torch.permute",
     "torch.transpose", "torch.clone", "torch.t", "torch.narrow",
 )
 _STEP_BUDGET = 120
+# What the walk ends at: where a float64 tensor is made from data, or made float64 on purpose.
+_CREATION = "creation"
+_EXPLICIT = "explicit"
 
 
 def _on_cuda(text: str) -> bool:
@@ -79,13 +93,13 @@ def _reduced(dtype: str) -> bool:
 
 
 class CastToFloat(SiteTransformer):
-    """Appends ``.float()`` to the tensor-creating call at the site, nothing else."""
+    """Appends ``.float()`` (the site's ``method``) to the tensor-creating call at the site, nothing else."""
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         if not self.at_site(original_node):
             return updated_node
         self.changes += 1
-        return method_call(updated_node, "float")
+        return method_call(updated_node, str(self.site.params.get("method", "float")))
 
 
 # -- the pattern -------------------------------------------------------------------------------
@@ -100,6 +114,11 @@ class DtypeMismatch(Pattern):
         keep the array's dtype. The float64 tensor is made in one place (a Dataset's
         ``__init__`` or ``__getitem__``, a preprocessing function, a module-level conversion)
         and fails far away, at the first layer, a ``torch.mm``, an LSTM or a loss.
+
+        A model cast to float64 on purpose (``model = Net().double()``) fed a float32 input
+        made by torch's default dtype (``torch.linspace``, ``torch.randn``...) while the rest
+        of the traced data is float64 too (targets from numpy): the input is the odd one out,
+        and ``.double()`` is added where it is made, in the vocabulary of the model's cast.
 
     Why it fails:
         Every operand of a matrix product or convolution must have the parameters' dtype:
@@ -136,14 +155,17 @@ class DtypeMismatch(Pattern):
         Safe. The fix converts the data once, where it is made, to the dtype of the model it
         feeds (the message, or the traced input of the failing layer, shows the parameters are
         float32), so every later use of that tensor sees float32 as the model does; nothing is
-        cast at the failing line, which would leave other uses failing one after another.
+        cast at the failing line, which would leave other uses failing one after another. For
+        a model cast to float64 on purpose, the one float32 input is made float64 the same way.
 
     Not handled:
-        A model that is float64 itself (``model.double()``, ``dtype=torch.float64``
-        parameters, a float64 prediction meeting a float32 target): declined, since either side
-        may be the intended one. Half/BFloat16 mismatches (mixed precision by hand): declined
-        with the ``torch.autocast`` remedy, never ``.float()`` blindly. Integer inputs reaching a
-        float layer (features or ids meant for an ``nn.Embedding``?), tensors made float64 on
+        A model that is float64 itself without a cast of the project's (``dtype=torch.float64``
+        parameters, a float64 prediction meeting a float32 target), or cast on purpose while
+        every traced tensor is float32 (the model is the odd one out), or fed an input made
+        float32 on purpose (``.float()``): declined, since either side may be the intended one.
+        Half/BFloat16 mismatches (mixed precision by hand): declined with the ``torch.autocast``
+        remedy, never ``.float()`` blindly. Integer inputs reaching a float layer (features or
+        ids meant for an ``nn.Embedding``?), tensors made float64 on
         purpose (``.double()``, ``dtype=torch.float64``), numpy arrays a DataLoader's collate
         turns into tensors, values built by arithmetic of several tensors or passed through
         ``*args``, a custom ``collate_fn``, a ``__getitem__`` with several ``return``
@@ -253,7 +275,10 @@ class DtypeMismatch(Pattern):
                 )
             return self.decline(f"the message names {' and '.join(message.dtypes)}, not float64 against float32", at=frame)
         if message.parameters == _FLOAT64 or message.input == _FLOAT32:
-            return _model_float64(self, frame, "the message says the layer's parameters are float64 and its input float32")
+            because = "the message says the layer's parameters are float64 and its input float32"
+            if evidence is None or evidence.failure is None:
+                return _model_float64(self, frame, because)
+            return _Tracer(self, failure, evidence, sources, message).model_side(because)
         if evidence is None or evidence.failure is None:
             return self.decline(
                 "no traced run tells which tensor is float64",
@@ -262,11 +287,12 @@ class DtypeMismatch(Pattern):
             )
         module = evidence.failing_module or {}
         # a layer with parameters (a loss has none) given a float32 input: its parameters are the float64 side
+        tracer = _Tracer(self, failure, evidence, sources, message)
         if module.get("input_dtype") == _FLOAT32 and module.get("devices") and _in_torch_layer(failure):
-            return _model_float64(
-                self, frame, f"the failing {module.get('type', 'layer')} received a float32 input, so its own parameters are float64"
+            return tracer.model_side(
+                f"the failing {module.get('type', 'layer')} received a float32 input, so its own parameters are float64"
             )
-        return _Tracer(self, failure, evidence, sources, message).locate()
+        return tracer.locate()
 
 
 def _model_float64(pattern: Pattern, frame: Frame, because: str) -> Decline:
@@ -325,131 +351,6 @@ class _Message:
 # -- following a float64 tensor back to where it is made --------------------------------------
 
 
-@dataclass(frozen=True)
-class _Key:
-    """One step into a value: an item of an iterable, an element, a dict key, an attribute."""
-
-    kind: str  # "item", "index", "key" or "attr"
-    value: int | str = 0
-
-
-_ITEM = _Key("item")
-_Path = tuple[_Key, ...]
-
-
-@dataclass(frozen=True)
-class _File:
-    src: Source
-    parents: Mapping[cst.CSTNode, cst.CSTNode]
-
-    @property
-    def path(self) -> Path:
-        return self.src.path
-
-    def line(self, node: cst.CSTNode) -> int:
-        return self.src.positions[node].line
-
-    def where(self, node: cst.CSTNode) -> str:
-        return f"{place_in(self.path, self.line(node))}"
-
-    def code(self, node: cst.CSTNode, limit: int = 70) -> str:
-        if isinstance(node, cst.For):  # the loop's header, not its body
-            text = f"for {one_line(self.src.module, node.target)} in {one_line(self.src.module, node.iter)}"
-        else:
-            text = one_line(self.src.module, node)
-        return text if len(text) <= limit else text[: limit - 3] + "..."
-
-    def step(self, node: cst.CSTNode) -> str:
-        """One step of a walk for the report: ``data.py:18 `self.x = torch.from_numpy(x)```."""
-        return f"{self.where(node)} `{self.code(node, 60)}`"
-
-    def statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        """The statement a node is part of."""
-        current: cst.CSTNode | None = node
-        while current is not None and not isinstance(current, cst.SimpleStatementLine | cst.BaseCompoundStatement):
-            current = self.parents.get(current)
-        return current
-
-    def enclosing(self, node: cst.CSTNode, kind: type[cst.CSTNode]) -> cst.CSTNode | None:
-        current = self.parents.get(node)
-        while current is not None:
-            if isinstance(current, kind):
-                return current
-            current = self.parents.get(current)
-        return None
-
-
-@dataclass(frozen=True)
-class _Instance:
-    """The object ``self`` stands for: its class, and the call that built it when known."""
-
-    cls: cst.ClassDef
-    file: _File
-    ctor: _Ref | None
-
-
-@dataclass(frozen=True)
-class _Ctx:
-    """Where a name is looked up: a function body (or the module) before a line."""
-
-    file: _File
-    function: cst.FunctionDef | None
-    before: int
-    frame: int | None = None  # index of the traced user frame this is, if it is one
-    args: Mapping[str, _Ref] | None = None  # parameters bound by a call the walk came through
-    instance: _Instance | None = None
-
-
-@dataclass(frozen=True)
-class _Ref:
-    node: cst.BaseExpression
-    ctx: _Ctx
-
-
-@dataclass(frozen=True)
-class _Origin:
-    call: cst.Call
-    file: _File
-    trail: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class _Explicit:
-    node: cst.CSTNode
-    file: _File
-    trail: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class _Lost:
-    reason: str
-    file: _File | None = None
-    node: cst.CSTNode | None = None
-    computed: bool = False  # the value is computed by the model
-    # made by a call outside torch and the project (numpy...) and returned by this Dataset item
-    item: tuple[_File, cst.Return] | None = None
-    trail: tuple[str, ...] = ()
-
-
-_Result = _Origin | _Explicit | _Lost
-
-
-@dataclass
-class _View:
-    """A traced user frame: its file, the failing expression, and where names are looked up."""
-
-    index: int
-    frame: Frame
-    file: _File
-    expression: cst.BaseExpression
-    ctx: _Ctx
-    scope: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-    def described(self, name: str) -> Mapping[str, Any] | None:
-        found = self.scope.get("locals", {}).get(name)
-        return found if found is not None else self.scope.get("globals", {}).get(name)
-
-
 class _Tracer:
     """One ``locate``: the float64 operand found at the failure, followed back to its creation."""
 
@@ -459,38 +360,33 @@ class _Tracer:
         self.pattern = pattern
         self.failure = failure
         self.evidence = evidence
-        self.sources = sources
         self.message = message
-        self.frames = [f for f in failure.frames if f.user]
-        self.budget = _STEP_BUDGET
-        self._files: dict[Path, _File | None] = {}
-        self.getitem: tuple[_File, cst.Return] | None = None  # the last Dataset item the walk read
-        self._views: dict[int, _View | Decline] = {}
+        self.walk = ValueWalk(failure, evidence, sources, _at_call, _STEP_BUDGET)
 
     def decline(self, reason: str, diagnosis: str | None = None, at: Frame | None = None) -> Decline:
         return self.pattern.decline(reason, diagnosis=diagnosis, at=at)
 
     # entry ------------------------------------------------------------------------------
     def locate(self) -> Site | Decline:
-        for index in reversed(range(len(self.frames))):
-            view = self._view(index)
-            if isinstance(view, Decline):
-                return view
+        for index in reversed(range(len(self.walk.frames))):
+            view = self.walk.view(index)
+            if isinstance(view, Unreadable):
+                return self.decline(view.reason, at=view.frame)
             operands = self._operands(view)
             if isinstance(operands, Decline):
                 return operands
             expression, ctx, names, floats = operands
             if names:
-                return self._follow([(n, _Ref(cst.Name(n), ctx)) for n in names], view)
+                return self._follow([(n, Ref(cst.Name(n), ctx)) for n in names], view)
             inline = self._inline_creations(expression, ctx)
             if inline:
                 return self._follow(inline, view)
             if floats:
                 listed = ", ".join(f"`{n}` float32" for n in floats)
-                return _model_float64(
-                    self.pattern, view.frame,
+                return self.model_side(
                     f"no tensor variable at {place(view.frame)} is float64 ({listed}): the float64 side is not a variable "
                     "there but the model's parameters (or a tensor attribute of it)",
+                    view,
                 )
         frame = self.failure.user_frame
         return self.decline(
@@ -499,28 +395,138 @@ class _Tracer:
             at=frame,
         )
 
-    def _follow(self, candidates: Sequence[tuple[str, _Ref]], view: _View) -> Site | Decline:
+    # a float64 model ---------------------------------------------------------------------
+    def model_side(self, because: str, view: TracedFrame | None = None) -> Site | Decline:
+        """The model's parameters are float64 and its input float32. Where the project casts the
+        model on purpose (``.double()``), the traced values tell which side is the odd one out:
+        other float64 data (targets, features) makes the float32 input the odd one, which is
+        made float64 where it is created; float32 data everywhere makes the model the odd one,
+        which is diagnosed. Without a deliberate cast, either side may be meant: diagnosed."""
+        if view is None:
+            innermost = self.walk.view(len(self.walk.frames) - 1) if self.walk.frames else None
+            if not isinstance(innermost, TracedFrame):
+                return _model_float64(self.pattern, self.failure.user_frame or Frame("", 0), because)
+            view = innermost
+        cast = self._model_cast(view)
+        operands = self._operands(view)
+        if cast is None or isinstance(operands, Decline) or not operands[3]:
+            return _model_float64(self.pattern, view.frame, because)
+        _, ctx, _, floats = operands
+        cast_file, cast_call = cast
+        on_purpose = f"the model is cast to float64 on purpose at {cast_file.where(cast_call)} (`{cast_file.code(cast_call)}`)"
+        data64 = self._traced(_FLOAT64)
+        if not data64:
+            listed = ", ".join(f"`{n}`" for n in self._traced(_FLOAT32))
+            return self.decline(
+                f"{because}: {on_purpose}, while every tensor the run traced ({listed}) is float32: the model is the odd "
+                "one out",
+                diagnosis=f"if the model must compute in float64, make its data float64 where it is made (.double() or "
+                f"dtype=torch.float64); otherwise remove `{cast_file.code(cast_call)}` so the model stays float32",
+                at=frame_of(cast_file, cast_call) or view.frame,
+            )
+        name = floats[0]
+        ref = Ref(cst.Name(name), ctx)
+        first = f"{view.file.where(ref.node) if ref.node in view.file.src.positions else place(view.frame)} `{name}`"
+        result = self.walk.follow(ref.node, ref.ctx, (first,), _at_float32_call)
+        others = ", ".join(f"`{n}`" for n in data64)
+        if isinstance(result, Made) and result.kind == _CREATION:
+            return self._double_site(result, name, view, on_purpose, others)
+        if isinstance(result, Made):
+            return self.decline(
+                f"`{name}` at {place(view.frame)} is made float32 on purpose at {result.file.where(result.call)} "
+                f"(`{result.file.code(result.call)}`) and {on_purpose}: the two choices disagree",
+                diagnosis="choose one dtype: make the data float64 where it is made, or remove the model's float64 cast",
+                at=frame_of(result.file, result.call) or view.frame,
+            )
+        where = f" ({result.file.where(result.node)})" if result.file is not None and result.node is not None else ""
+        return self.decline(
+            f"`{name}` is the one float32 tensor at {place(view.frame)} ({on_purpose}, and {others} float64 too), but "
+            f"where it is made cannot be followed: {result.reason}{where}",
+            diagnosis=f"make `{name}` float64 where it is made (.double() or dtype=torch.float64)",
+            at=frame_of(result.file, result.node) or view.frame,
+        )
+
+    def _model_cast(self, view: TracedFrame) -> tuple[ProjectFile, cst.Call] | None:
+        """The project's own float64 cast of the failing model: a ``.double()`` (or ``.to`` /
+        ``.type`` with a float64 dtype) in the statement that builds it, or on the name that
+        statement binds, later in the same scope."""
+        described = [view.described(n) for n in dict.fromkeys(reads(view.expression))]
+        sites = {str(d["site"]) for d in described if d and d.get("kind") == "module" and d.get("site")}
+        if not sites and (self.evidence.failing_module or {}).get("site"):
+            sites = {str((self.evidence.failing_module or {})["site"])}
+        where = resolve_site(self.evidence, sites.pop()) if len(sites) == 1 else None
+        file = self.walk.file(where.file) if where is not None else None
+        if where is None or file is None:
+            return None
+        statements = [
+            n for n, s in file.src.positions.items()
+            if isinstance(n, cst.SimpleStatementLine) and s.line <= where.line <= s.end_line
+        ]
+        if len(statements) != 1:
+            return None
+        statement = statements[0]
+        scope = file.enclosing(statement, cst.FunctionDef)
+        names = {n for small in statement.body if isinstance(small, cst.Assign) for t in small.targets for n in bound_names(t.target)}
+        inside = {id(n) for n in walk(statement)}
+        for node in own_nodes(scope if isinstance(scope, cst.FunctionDef) else file.src.module):
+            if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or file.line(node) < where.line:
+                continue
+            receiver = node.func.value
+            if (id(node) in inside or (isinstance(receiver, cst.Name) and receiver.value in names)) and _casts_to_float64(file, node):
+                return file, node
+        return None
+
+    def _traced(self, dtype: str) -> list[str]:
+        """The tensor variables of that dtype the run recorded in the project's frames."""
+        found: dict[str, None] = {}
+        for index in range(len(self.walk.frames)):
+            view = self.walk.view(index)
+            if not isinstance(view, TracedFrame):
+                continue
+            for kind in ("locals", "globals"):
+                for name, described in view.scope.get(kind, {}).items():
+                    if described.get("kind") == "tensor" and described.get("dtype") == dtype:
+                        found.setdefault(name)
+        return list(found)
+
+    def _double_site(self, made: Made, name: str, view: TracedFrame, on_purpose: str, others: str) -> Site:
+        code, where = made.file.code(made.call), place_in(made.file.path, made.file.line(made.call))
+        trail = _distinct_places(made.trail)
+        return self._cast_site(
+            made, "double",
+            summary=f"Added .double() to {code} at {where}: the float32 tensor made there reached the model as `{name}` "
+            f"at {place(view.frame)}, and {on_purpose}, like the rest of the traced data ({others} float64)",
+            evidence={
+                "message_dtypes": list(self.message.dtypes),
+                "float32_operand": {"name": name, "at": place(view.frame), "dtype": _FLOAT32},
+                "float64_data": others,
+                "origin": {"at": where, "call": code},
+                "trail": trail,
+            },
+            evidence_text=f"traced `{name}` float32 at {place(view.frame)} against float64 data ({others}); "
+            f"followed back: {' <- '.join(trail[1:])}",
+        )
+
+    def _follow(self, candidates: Sequence[tuple[str, Ref]], view: TracedFrame) -> Site | Decline:
         """The first candidate followed back to its creation, or why none could be."""
-        results: list[tuple[str, _Result]] = []
+        results: list[tuple[str, Result]] = []
         for name, ref in candidates:
             first = f"{view.file.where(ref.node) if ref.node in view.file.src.positions else place(view.frame)} `{name}`"
-            self.getitem = None
-            result = self._resolve(ref.node, ref.ctx, (), (first,))
-            if isinstance(result, _Origin):
+            result = self.walk.follow(ref.node, ref.ctx, (first,))
+            if isinstance(result, Made) and result.kind == _CREATION:
                 return self._site(result, name, view, [n for n, _ in candidates if n != name])
             results.append((name, result))
         name, result = results[0]
-        if isinstance(result, _Explicit):
-            code = result.file.code(result.node)
+        if isinstance(result, Made):
+            code = result.file.code(result.call)
             return self.decline(
-                f"`{name}` at {place(view.frame)} is made float64 on purpose at {result.file.where(result.node)} "
+                f"`{name}` at {place(view.frame)} is made float64 on purpose at {result.file.where(result.call)} "
                 f"(`{code}`), while the model is float32",
                 diagnosis="make it float32 there (.float() or dtype=torch.float32) or, if float64 is wanted, the model "
                 "float64 too (model.double())",
-                at=_frame_at(result.file, result.node) or view.frame,
+                at=frame_of(result.file, result.call) or view.frame,
             )
         lost = result
-        assert isinstance(lost, _Lost)
         if lost.item is not None and lost.file is not None and lost.node is not None:
             file, returned = lost.item
             return self.decline(
@@ -530,7 +536,7 @@ class _Tracer:
                 "call) makes the float64 tensor, and there is no call to append .float() to",
                 diagnosis="convert the data in __getitem__: torch.from_numpy(...).float() for a numpy array (or "
                 ".astype(numpy.float32)), .float() for a tensor",
-                at=_frame_at(file, returned),
+                at=frame_of(file, returned),
             )
         if lost.computed:
             return _model_float64(
@@ -541,40 +547,13 @@ class _Tracer:
             f"`{name}` is float64 at {place(view.frame)}, but where it is made cannot be followed: {lost.reason}{where}",
             diagnosis=f"convert `{name}` with .float() where it is made (torch.from_numpy(...).float(), or "
             ".astype(numpy.float32) on the array)",
-            at=_frame_at(lost.file, lost.node) or view.frame,
+            at=frame_of(lost.file, lost.node) or view.frame,
         )
 
     # the failing expression and its operands -------------------------------------------
-    def _view(self, index: int) -> _View | Decline:
-        if index in self._views:
-            return self._views[index]
-        frame = self.frames[index]
-        file = self._file(frame.file)
-        view: _View | Decline
-        if file is None:
-            view = self.decline(f"cannot read the project file {report_path(Path(frame.file))}", at=frame)
-        else:
-            view = self._make_view(index, frame, file)
-        self._views[index] = view
-        return view
-
-    def _make_view(self, index: int, frame: Frame, file: _File) -> _View | Decline:
-        lines = source_lines(file.src.module.code)
-        current = lines[frame.line - 1].strip() if 0 < frame.line <= len(lines) else None
-        if frame.code is not None and current != frame.code.strip():
-            return self.decline(f"the source of {place(frame)} is not what the traced run executed")
-        expression = _expression_at(file, frame)
-        if expression is None:
-            return self.decline(f"cannot find the failing expression at {place(frame)}")
-        statement = file.statement(expression)
-        start = file.line(statement) if statement is not None else frame.line
-        function = _function_of(file, expression, frame.function)
-        ctx = _Ctx(file, function, start, frame=index, args=None, instance=_instance_of(file, function))
-        return _View(index, frame, file, expression, ctx, self.evidence.scope(frame))
-
     def _operands(
-        self, view: _View
-    ) -> tuple[cst.BaseExpression, _Ctx, list[str], list[str]] | Decline:
+        self, view: TracedFrame
+    ) -> tuple[cst.BaseExpression, Context, list[str], list[str]] | Decline:
         """The expression whose operands to check (a loss's own statement for ``loss.backward()``),
         the names in it traced as float64 tensors, and those traced as float32."""
         expression, ctx = view.expression, view.ctx
@@ -594,7 +573,7 @@ class _Tracer:
                 )
             loss = tensors[0]
         if loss is not None:
-            bound = self._last_bind(ctx, loss)
+            bound = self.walk.last_bind(ctx, loss)
             if bound is None or not isinstance(bound[0], cst.Assign | cst.AugAssign | cst.AnnAssign) or bound[0].value is None:
                 return self.decline(
                     f"`{loss}` of {place(view.frame)} is not assigned by a plain statement before it",
@@ -617,7 +596,7 @@ class _Tracer:
                 floats.append(name)
         return expression, ctx, names, floats
 
-    def _inline_creations(self, expression: cst.BaseExpression, ctx: _Ctx) -> list[tuple[str, _Ref]]:
+    def _inline_creations(self, expression: cst.BaseExpression, ctx: Context) -> list[tuple[str, Ref]]:
         """Arguments of the failing call that make a tensor right there (``model(torch.from_numpy(x))``)."""
         if not isinstance(expression, cst.Call):
             return []
@@ -627,412 +606,11 @@ class _Tracer:
                 isinstance(node, cst.Call) and is_torch_name(ctx.file.src.imports.qualify(node.func), *_CREATIONS)
                 for node in walk(arg.value)
             ):
-                found.append((ctx.file.code(arg.value, 40), _Ref(arg.value, ctx)))
+                found.append((ctx.file.code(arg.value, 40), Ref(arg.value, ctx)))
         return found
-
-    # the walk ---------------------------------------------------------------------------
-    def _resolve(self, node: cst.BaseExpression, ctx: _Ctx, path: _Path, trail: tuple[str, ...]) -> _Result:
-        self.budget -= 1
-        if self.budget < 0:
-            return _Lost("the value passes through too many steps to follow", ctx.file, node, trail=trail)
-        if isinstance(node, cst.Name):
-            return self._name(node.value, ctx, path, trail)
-        if isinstance(node, cst.Attribute):
-            return self._resolve(node.value, ctx, (_Key("attr", node.attr.value), *path), trail)
-        if isinstance(node, cst.Subscript):
-            return self._subscript(node, ctx, path, trail)
-        if isinstance(node, cst.Tuple | cst.List):
-            return self._element(node, ctx, path, trail)
-        if isinstance(node, cst.Dict):
-            return self._dict_value(node, ctx, path, trail)
-        if isinstance(node, cst.Call):
-            return self._call(node, ctx, path, trail)
-        if isinstance(node, cst.UnaryOperation):
-            return self._resolve(node.expression, ctx, path, trail)
-        if isinstance(node, cst.BinaryOperation):
-            tensors = [side for side in (node.left, node.right) if not isinstance(side, cst.Integer | cst.Float)]
-            if len(tensors) == 1:
-                return self._resolve(tensors[0], ctx, path, trail)
-        return _Lost(f"it is computed by `{ctx.file.code(node)}`", ctx.file, node, trail=trail)
-
-    def _subscript(self, node: cst.Subscript, ctx: _Ctx, path: _Path, trail: tuple[str, ...]) -> _Result:
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            index = node.slice[0].slice.value
-            number = integer_value(index)
-            if number is not None:
-                return self._resolve(node.value, ctx, (_Key("index", number), *path), trail)
-            if isinstance(index, cst.SimpleString):
-                key = index.evaluated_value
-                if isinstance(key, str):
-                    return self._resolve(node.value, ctx, (_Key("key", key), *path), trail)
-        # indexing a tensor by anything else (a sample index, a slice, a mask) keeps its dtype
-        return self._resolve(node.value, ctx, path, trail)
-
-    def _element(self, node: cst.Tuple | cst.List, ctx: _Ctx, path: _Path, trail: tuple[str, ...]) -> _Result:
-        if not path or path[0].kind != "index" or any(isinstance(e, cst.StarredElement) for e in node.elements):
-            return _Lost(f"`{ctx.file.code(node)}` is not one tensor", ctx.file, node, trail=trail)
-        index = int(path[0].value)
-        if not -len(node.elements) <= index < len(node.elements):
-            return _Lost(f"`{ctx.file.code(node)}` has no element {index}", ctx.file, node, trail=trail)
-        return self._resolve(node.elements[index].value, ctx, path[1:], trail)
-
-    def _dict_value(self, node: cst.Dict, ctx: _Ctx, path: _Path, trail: tuple[str, ...]) -> _Result:
-        if path and path[0].kind == "key":
-            for element in node.elements:
-                if (
-                    isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)
-                    and element.key.evaluated_value == path[0].value
-                ):
-                    return self._resolve(element.value, ctx, path[1:], trail)
-        return _Lost(f"`{ctx.file.code(node)}` is a dict the walk cannot index", ctx.file, node, trail=trail)
-
-    def _name(self, name: str, ctx: _Ctx, path: _Path, trail: tuple[str, ...]) -> _Result:
-        file = ctx.file
-        bound = self._last_bind(ctx, name)
-        if bound is not None:
-            statement, target_path = bound
-            step = (*trail, file.step(statement))
-            at = replace(ctx, before=file.line(statement))
-            if isinstance(statement, cst.For):
-                return self._resolve(statement.iter, at, (_ITEM, *target_path, *path), step)
-            if isinstance(statement, cst.AugAssign):
-                # `x += y` updates x in place: x keeps the dtype it had
-                return self._name(name, at, path, step)
-            if isinstance(statement, cst.Assign | cst.AnnAssign) and statement.value is not None:
-                return self._resolve(statement.value, at, (*target_path, *path), step)
-            return _Lost(f"`{name}` is bound by `{file.code(statement)}`", file, statement, trail=trail)
-        function = ctx.function
-        if function is not None and name in parameter_names(function):
-            if ctx.instance is not None and _self_name(function) == name:
-                if path and path[0].kind == "attr":
-                    return self._attribute(ctx.instance, str(path[0].value), path[1:], trail)
-                return _Lost(f"`{name}` is the object itself", file, function, trail=trail)
-            argument_ref = self._argument(ctx, name)
-            if isinstance(argument_ref, _Lost):
-                return replace(argument_ref, trail=trail)
-            caller = argument_ref.ctx.file
-            step = (*trail, f"{caller.step(argument_ref.node)} passed as `{name}`")
-            return self._resolve(argument_ref.node, argument_ref.ctx, path, step)
-        if function is not None:
-            module_ctx = _Ctx(file, None, self._module_line(file))
-            if self._last_bind(module_ctx, name) is not None:
-                return self._name(name, module_ctx, path, trail)
-        imported = self._imported(file, name)
-        if imported is not None:
-            other, real = imported
-            return self._name(real, _Ctx(other, None, self._module_line(other)), path, trail)
-        return _Lost(f"`{name}` is not assigned in the project's code before it is used", file, function, trail=trail)
-
-    def _attribute(self, instance: _Instance, attr: str, path: _Path, trail: tuple[str, ...]) -> _Result:
-        file = instance.file
-        found: list[tuple[cst.FunctionDef, cst.Assign | cst.AnnAssign, _Path]] = []
-        for method in _methods(instance.cls):
-            me = _self_name(method)
-            if me is None:
-                continue
-            for node in _own_nodes(method):
-                if isinstance(node, cst.Assign):
-                    for target in node.targets:
-                        where = _target_path(target.target, functools.partial(_is_self_attr, me=me, attr=attr))
-                        if where is not None:
-                            found.append((method, node, where))
-                elif isinstance(node, cst.AnnAssign) and node.value is not None and _is_self_attr(node.target, me, attr):
-                    found.append((method, node, ()))
-        if len(found) != 1:
-            what = "never assigned" if not found else f"assigned in {len(found)} places"
-            return _Lost(f"`self.{attr}` of {instance.cls.name.value} is {what}", file, instance.cls, trail=trail)
-        method, statement, where = found[0]
-        value = statement.value
-        assert value is not None
-        args: Mapping[str, _Ref] = {}
-        if method.name.value == "__init__" and instance.ctor is not None:
-            ctor = instance.ctor.node
-            assert isinstance(ctor, cst.Call)
-            args = _bind(ctor, method, True, instance.ctor.ctx)
-        ctx = _Ctx(file, method, file.line(statement), args=args, instance=instance)
-        step = (*trail, file.step(statement))
-        return self._resolve(value, ctx, (*where, *path), step)
-
-    def _call(self, call: cst.Call, ctx: _Ctx, path: _Path, trail: tuple[str, ...]) -> _Result:
-        file = ctx.file
-        qualified = file.src.imports.qualify(call.func)
-        code = file.code(call)
-        if is_torch_name(qualified, *_CREATIONS):
-            short = (qualified or "").rsplit(".", 1)[-1]
-            dtype = argument(call, _DTYPE_POSITION[short], "dtype") if short in _DTYPE_POSITION else keyword_arg(call, "dtype")
-            if dtype is not None:
-                if _names_float64(file, dtype.value):
-                    return _Explicit(call, file, trail)
-                return _Lost(f"`{code}` gives a dtype of its own", file, call, trail=trail)
-            if any(key.kind in ("attr", "key") for key in path):
-                return _Lost(f"`{code}` is a tensor, not an object with fields", file, call, trail=trail)
-            return _Origin(call, file, trail)
-        if is_torch_name(qualified, *_EXPLICIT_FACTORIES):
-            return _Explicit(call, file, trail)
-        if is_torch_name(qualified, *_TORCH_KEEPS_DTYPE) and call.args:
-            return self._resolve(call.args[0].value, ctx, path, trail)
-        if qualified is None and isinstance(call.func, cst.Attribute) and call.func.attr.value in _KEEPS_DTYPE | _CASTS | {"double"}:
-            return self._method(call, call.func, ctx, path, trail)
-        data = self._data_call(call, qualified, ctx, path, trail)
-        if data is not None:
-            return data
-        defined = self._definition(ctx, call.func)
-        if defined is not None:
-            return self._user_call(call, ctx, defined, path, trail)
-        if self._is_model(call, ctx):
-            return _Lost(f"it is computed by the model, `{code}`", file, call, computed=True, trail=trail)
-        return _Lost(f"it comes from `{code}`, which the walk cannot follow", file, call, item=self.getitem, trail=trail)
-
-    def _method(self, call: cst.Call, method: cst.Attribute, ctx: _Ctx, path: _Path, trail: tuple[str, ...]) -> _Result:
-        file = ctx.file
-        name = method.attr.value
-        if name == "double":
-            return _Explicit(call, file, trail)
-        if name in _CASTS:
-            return _Lost(f"`{file.code(call)}` converts it already (the source changed since the run?)", file, call, trail=trail)
-        if name in ("to", "type"):
-            given = [arg.value for arg in call.args if arg.keyword is None or arg.keyword.value in ("dtype", "dtype_or_device")]
-            if any(_names_float64(file, value) for value in given):
-                return _Explicit(call, file, trail)
-            if any(_names_dtype(file, value) for value in given):
-                return _Lost(f"`{file.code(call)}` converts it to a dtype of its own", file, call, trail=trail)
-        return self._resolve(method.value, ctx, path, trail)
-
-    def _data_call(
-        self, call: cst.Call, qualified: str | None, ctx: _Ctx, path: _Path, trail: tuple[str, ...]
-    ) -> _Result | None:
-        """DataLoader, datasets, splits and the builtins that pass items through."""
-        file = ctx.file
-        head = path[0] if path else None
-        step = (*trail, file.step(call))
-        if is_torch_name(qualified, "torch.utils.data.DataLoader") and head == _ITEM:
-            if keyword_arg(call, "collate_fn") is not None:
-                return _Lost("the DataLoader builds its batches with a collate_fn of its own", file, call, trail=trail)
-            dataset = argument(call, 0, "dataset")
-            if dataset is None:
-                return _Lost("the DataLoader's dataset is not given", file, call, trail=trail)
-            return self._resolve(dataset.value, ctx, path, step)
-        if is_torch_name(qualified, "torch.utils.data.TensorDataset") and head == _ITEM and len(path) > 1:
-            if path[1].kind != "index" or any(arg.star or arg.keyword for arg in call.args):
-                return _Lost(f"cannot tell which tensor of `{file.code(call)}` it is", file, call, trail=trail)
-            tensors = positional_args(call)
-            index = int(path[1].value)
-            if not -len(tensors) <= index < len(tensors):
-                return _Lost(f"`{file.code(call)}` has no tensor {index}", file, call, trail=trail)
-            return self._resolve(tensors[index].value, ctx, path[2:], step)
-        if is_torch_name(qualified, "torch.utils.data.random_split") and head is not None and head.kind == "index":
-            dataset = argument(call, 0, "dataset")
-            if dataset is not None and len(path) > 1 and path[1] == _ITEM:
-                return self._resolve(dataset.value, ctx, path[1:], step)
-        if is_torch_name(qualified, "torch.utils.data.Subset") and head == _ITEM:
-            dataset = argument(call, 0, "dataset")
-            if dataset is not None:
-                return self._resolve(dataset.value, ctx, path, step)
-        builtin = qualified is None and isinstance(call.func, cst.Name) and call.func.value not in file.src.imports.aliases
-        name = call.func.value if isinstance(call.func, cst.Name) else None
-        passes_items = (builtin and name in ("iter", "list", "tuple")) or (qualified or "").split(".")[0] == "tqdm"
-        if passes_items and call.args and head == _ITEM:
-            return self._resolve(call.args[0].value, ctx, path, step)
-        if builtin and name == "next" and call.args:
-            return self._resolve(call.args[0].value, ctx, (_ITEM, *path), step)
-        if builtin and name in ("enumerate", "zip") and head == _ITEM and len(path) > 1 and path[1].kind == "index":
-            index = int(path[1].value)
-            items = positional_args(call)
-            if name == "enumerate":
-                if index != 1 or not items:
-                    return _Lost("it is the counter of enumerate()", file, call, trail=trail)
-                return self._resolve(items[0].value, ctx, (_ITEM, *path[2:]), step)
-            if not 0 <= index < len(items) or any(arg.star for arg in call.args):
-                return _Lost(f"cannot tell which iterable of `{file.code(call)}` it comes from", file, call, trail=trail)
-            return self._resolve(items[index].value, ctx, (_ITEM, *path[2:]), step)
-        return None
-
-    def _user_call(
-        self, call: cst.Call, ctx: _Ctx, defined: tuple[_File, cst.ClassDef | cst.FunctionDef, bool],
-        path: _Path, trail: tuple[str, ...],
-    ) -> _Result:
-        """A class of the project (its items or attributes) or a function of it (its return)."""
-        file, definition, method = defined
-        step = (*trail, ctx.file.step(call))
-        if isinstance(definition, cst.ClassDef):
-            instance = _Instance(definition, file, _Ref(call, ctx))
-            head = path[0] if path else None
-            if head == _ITEM:
-                getitem = next((m for m in _methods(definition) if m.name.value == "__getitem__"), None)
-                if getitem is None:
-                    return _Lost(f"{definition.name.value} has no __getitem__ of its own", file, definition, trail=step)
-                return self._returned(getitem, file, {}, instance, path[1:], step)
-            if head is not None and head.kind == "attr":
-                return self._attribute(instance, str(head.value), path[1:], step)
-            return _Lost(f"`{ctx.file.code(call)}` makes an object, not a tensor", ctx.file, call, trail=trail)
-        args = _bind(call, definition, method, ctx)
-        return self._returned(definition, file, args, ctx.instance if method else None, path, step)
-
-    def _returned(
-        self, function: cst.FunctionDef, file: _File, args: Mapping[str, _Ref], instance: _Instance | None,
-        path: _Path, trail: tuple[str, ...],
-    ) -> _Result:
-        returns = [node for node in _own_nodes(function) if isinstance(node, cst.Return) and node.value is not None]
-        if len(returns) != 1:
-            return _Lost(f"{function.name.value}() has {len(returns) or 'no'} return statements", file, function, trail=trail)
-        value = returns[0].value
-        assert value is not None
-        if function.name.value == "__getitem__":
-            self.getitem = (file, returns[0])
-        ctx = _Ctx(file, function, file.line(returns[0]), args=args, instance=instance)
-        step = (*trail, file.step(returns[0]))
-        return self._resolve(value, ctx, path, step)
-
-    # scopes -----------------------------------------------------------------------------
-    def _last_bind(self, ctx: _Ctx, name: str) -> tuple[cst.CSTNode, _Path] | None:
-        """The last statement before ``ctx.before`` that binds ``name``, with where in its target."""
-        body: Sequence[cst.BaseStatement]
-        if ctx.function is None:
-            body = ctx.file.src.module.body
-        elif isinstance(ctx.function.body, cst.IndentedBlock):
-            body = ctx.function.body.body
-        else:
-            return None
-        found = None
-        for event in events(body):
-            if event.kind == "bind" and event.name == name and ctx.file.line(event.statement) < ctx.before:
-                found = event.statement
-        if found is None:
-            return None
-        where: _Path | None = ()
-        if isinstance(found, cst.Assign):
-            where = next(
-                (p for t in found.targets if (p := _target_path(t.target, lambda n: _is_name(n, name))) is not None), None
-            )
-        elif isinstance(found, cst.For):
-            where = _target_path(found.target, lambda n: _is_name(n, name))
-        if where is None:
-            return None
-        return found, where
-
-    def _argument(self, ctx: _Ctx, name: str) -> _Ref | _Lost:
-        function = ctx.function
-        assert function is not None
-        if ctx.args is not None:
-            found = ctx.args.get(name)
-            if found is not None:
-                return found
-            return _Lost(f"`{name}`, a parameter of {function.name.value}(), is not given by a call the walk followed", ctx.file, function)
-        if ctx.frame is None or ctx.frame == 0:
-            return _Lost(f"{function.name.value}() is called from outside the project's code", ctx.file, function)
-        caller = self._view(ctx.frame - 1)
-        if isinstance(caller, Decline):
-            return _Lost(caller.reason)
-        exact = caller.frame.col is not None and isinstance(caller.expression, cst.Call)
-        calls = [
-            node for node in walk(caller.expression)
-            if isinstance(node, cst.Call) and _calls(node, function, caller.ctx.file)
-            # without traced columns the caller's line may hold several calls: the module's own
-            and (exact or function.name.value != "forward" or self._runs_forward(node, caller, ctx.instance))
-        ]
-        if exact:
-            calls = calls[:1] if calls and calls[0] is caller.expression else []
-        if len(calls) != 1:
-            return _Lost(
-                f"which call at {place(caller.frame)} runs {function.name.value}() is not certain",
-                caller.file, caller.expression,
-            )
-        call = calls[0]
-        bound = _bind(call, function, _is_method(ctx.file, function), caller.ctx)
-        found = bound.get(name)
-        if found is None:
-            return _Lost(f"the call at {place(caller.frame)} passes `{name}` in a way the walk cannot follow", caller.file, call)
-        return found
-
-    def _module_line(self, file: _File) -> int:
-        """The module's statements that ran: up to its traced line when it is a frame of the failure."""
-        for frame in self.frames:
-            if frame.function == "<module>" and Path(frame.file) == file.path:
-                view = self._view(self.frames.index(frame))
-                return view.ctx.before if isinstance(view, _View) else frame.line
-        return 1 << 30
-
-    def _definition(self, ctx: _Ctx, func: cst.BaseExpression) -> tuple[_File, cst.ClassDef | cst.FunctionDef, bool] | None:
-        """The project's class or function a call calls, with whether it is a method."""
-        file = ctx.file
-        if (
-            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and ctx.instance is not None
-            and ctx.function is not None and _self_name(ctx.function) == func.value.value
-        ):
-            method = next((m for m in _methods(ctx.instance.cls) if m.name.value == func.attr.value), None)
-            return (ctx.instance.file, method, True) if method is not None else None
-        if isinstance(func, cst.Name):
-            local = _top_level(file, func.value)
-            if local is not None:
-                return file, local, False
-            imported = self._imported(file, func.value)
-            if imported is not None:
-                home, real = imported
-                definition = _top_level(home, real)
-                return (home, definition, False) if definition is not None else None
-            return None
-        qualified = file.src.imports.qualify(func)
-        if qualified is None or "." not in qualified:
-            return None
-        module, _, name = qualified.rpartition(".")
-        other = self._project_module(module)
-        if other is None:
-            return None
-        definition = _top_level(other, name)
-        return (other, definition, False) if definition is not None else None
-
-    def _imported(self, file: _File, name: str) -> tuple[_File, str] | None:
-        """``(file, name)`` of a name imported from another module of the project."""
-        qualified = file.src.imports.aliases.get(name)
-        if qualified is None or "." not in qualified:
-            return None
-        module, _, real = qualified.rpartition(".")
-        other = self._project_module(module)
-        return (other, real) if other is not None else None
-
-    def _project_module(self, module: str) -> _File | None:
-        tails = (module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py")
-        known = {Path(f) for f in (*self.evidence.imported_files, *(f.file for f in self.frames))}
-        matches = [p for p in known if any(p.as_posix() == t or p.as_posix().endswith("/" + t) for t in tails)]
-        if len(matches) != 1:
-            return None
-        return self._file(str(matches[0]))
-
-    def _runs_forward(self, call: cst.Call, caller: _View, instance: _Instance | None) -> bool:
-        """Whether a call in the caller's frame calls the module whose ``forward`` failed: a
-        submodule (``self.encoder(x)``), or a module variable of that class (``model(x)``)."""
-        func = call.func
-        if isinstance(func, cst.Attribute):
-            return self._is_model(call, caller.ctx)
-        described = caller.described(func.value) if isinstance(func, cst.Name) else None
-        if described is None or described.get("kind") != "module":
-            return False
-        return instance is None or described.get("type") == instance.cls.name.value
-
-    def _is_model(self, call: cst.Call, ctx: _Ctx) -> bool:
-        func = call.func
-        if (
-            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and ctx.function is not None
-            and _self_name(ctx.function) == func.value.value
-        ):
-            return True
-        if isinstance(func, cst.Name) and ctx.frame is not None:
-            view = self._view(ctx.frame)
-            described = view.described(func.value) if isinstance(view, _View) else None
-            return described is not None and described.get("kind") == "module"
-        return False
-
-    def _file(self, name: str) -> _File | None:
-        path = Path(name)
-        if path not in self._files:
-            parsed = source(self.sources, name)
-            self._files[path] = (
-                _File(parsed, parsed.wrapper.resolve(ParentNodeProvider)) if parsed is not None else None
-            )
-        return self._files[path]
 
     # the answer -------------------------------------------------------------------------
-    def _site(self, origin: _Origin, name: str, view: _View, others: Sequence[str]) -> Site:
+    def _site(self, origin: Made, name: str, view: TracedFrame, others: Sequence[str]) -> Site:
         file = origin.file
         call = origin.call
         span = file.src.positions[call]
@@ -1049,14 +627,10 @@ class _Tracer:
         if others:
             notes = (f"Other float64 operands at {place(view.frame)} ({', '.join(others)}) are left to the next run.",)
         trail = _distinct_places(origin.trail)
-        return Site(
-            pattern=self.pattern.ID,
-            file=str(file.path),
-            span=span,
-            params={"method": "float"},
+        return self._cast_site(
+            origin, "float",
             summary=f"Added .float() to {code} at {where}: the float64 tensor made there reached {operation} "
             f"({against}) as {seen}",
-            applicability=self.pattern.APPLICABILITY,
             evidence={
                 "message_dtypes": list(self.message.dtypes),
                 "float64_operand": {"name": name, "at": place(view.frame), "shape": shape, "dtype": _FLOAT64},
@@ -1065,6 +639,23 @@ class _Tracer:
                 "trail": trail,
             },
             evidence_text=f"traced {seen}; followed back: {' <- '.join(trail[1:])}",
+            notes=notes,
+        )
+
+    def _cast_site(
+        self, made: Made, method: str, summary: str, evidence: dict[str, Any], evidence_text: str,
+        notes: tuple[str, ...] = (),
+    ) -> Site:
+        """The site that appends ``.<method>()`` to the call that made the tensor."""
+        return Site(
+            pattern=self.pattern.ID,
+            file=str(made.file.path),
+            span=made.file.src.positions[made.call],
+            params={"method": method},
+            summary=summary,
+            applicability=self.pattern.APPLICABILITY,
+            evidence=evidence,
+            evidence_text=evidence_text,
             notes=notes,
         )
 
@@ -1078,152 +669,103 @@ class _Tracer:
         return f"`{frame.code}`" if frame is not None and frame.code else "the failing operation"
 
 
+
+
+def _at_call(
+    walk: ValueWalk, call: cst.Call, qualified: str | None, ctx: Context, path: KeyPath, trail: tuple[str, ...]
+) -> Result | None:
+    """Where a float64 tensor is made (a creation from numpy data), made float64 on purpose, or
+    passed through with its dtype kept; None for the walk's own rules."""
+    file = ctx.file
+    code = file.code(call)
+    if is_torch_name(qualified, *_CREATIONS):
+        short = (qualified or "").rsplit(".", 1)[-1]
+        dtype = argument(call, _DTYPE_POSITION[short], "dtype") if short in _DTYPE_POSITION else keyword_arg(call, "dtype")
+        if dtype is not None:
+            if _names_float64(file, dtype.value):
+                return Made(call, file, trail, _EXPLICIT)
+            return Lost(f"`{code}` gives a dtype of its own", file, call, trail=trail)
+        if any(key.kind in ("attr", "key") for key in path):
+            return Lost(f"`{code}` is a tensor, not an object with fields", file, call, trail=trail)
+        return Made(call, file, trail, _CREATION)
+    if is_torch_name(qualified, *_EXPLICIT_FACTORIES):
+        return Made(call, file, trail, _EXPLICIT)
+    if is_torch_name(qualified, *_TORCH_KEEPS_DTYPE) and call.args:
+        return walk.resolve(call.args[0].value, ctx, path, trail)
+    if qualified is None and isinstance(call.func, cst.Attribute) and call.func.attr.value in _KEEPS_DTYPE | _CASTS | {"double"}:
+        return _method(walk, call, call.func, ctx, path, trail)
+    return None
+
+
+def _method(
+    walk: ValueWalk, call: cst.Call, method: cst.Attribute, ctx: Context, path: KeyPath, trail: tuple[str, ...]
+) -> Result:
+    file = ctx.file
+    name = method.attr.value
+    if name == "double":
+        return Made(call, file, trail, _EXPLICIT)
+    if name in _CASTS:
+        return Lost(f"`{file.code(call)}` converts it already (the source changed since the run?)", file, call, trail=trail)
+    if name in ("to", "type"):
+        given = [arg.value for arg in call.args if arg.keyword is None or arg.keyword.value in ("dtype", "dtype_or_device")]
+        if any(_names_float64(file, value) for value in given):
+            return Made(call, file, trail, _EXPLICIT)
+        if any(_names_dtype(file, value) for value in given):
+            return Lost(f"`{file.code(call)}` converts it to a dtype of its own", file, call, trail=trail)
+    return walk.resolve(method.value, ctx, path, trail)
+
+
+def _at_float32_call(
+    walk: ValueWalk, call: cst.Call, qualified: str | None, ctx: Context, path: KeyPath, trail: tuple[str, ...]
+) -> Result | None:
+    """Where a float32 tensor is made by torch's default dtype (a factory without ``dtype=``, a
+    tensor of Python numbers), made float32 on purpose, or passed through with its dtype kept."""
+    file = ctx.file
+    if is_torch_name(qualified, *_DEFAULT_DTYPE_FACTORIES, "torch.tensor"):
+        if keyword_arg(call, "dtype") is not None:
+            return Made(call, file, trail, _EXPLICIT)
+        if is_torch_name(qualified, "torch.tensor") and not (
+            call.args and isinstance(call.args[0].value, cst.List | cst.Tuple | cst.Float | cst.Integer)
+        ):
+            return Lost(f"`{file.code(call)}` keeps the dtype of data made float32 before it", file, call, trail=trail)
+        return Made(call, file, trail, _CREATION)
+    if is_torch_name(qualified, *_CREATIONS):
+        return Lost(f"`{file.code(call)}` keeps the dtype of data made float32 before it", file, call, trail=trail)
+    if is_torch_name(qualified, "torch.FloatTensor", "torch.cuda.FloatTensor"):
+        return Made(call, file, trail, _EXPLICIT)
+    if is_torch_name(qualified, *_TORCH_KEEPS_DTYPE) and call.args:
+        return walk.resolve(call.args[0].value, ctx, path, trail)
+    if qualified is None and isinstance(call.func, cst.Attribute):
+        name = call.func.attr.value
+        if name == "float" or (name in ("to", "type") and any(
+            is_torch_name(file.src.imports.qualify(a.value), "torch.float32", "torch.float") for a in call.args
+        )):
+            return Made(call, file, trail, _EXPLICIT)
+        if name in _KEEPS_DTYPE:
+            return walk.resolve(call.func.value, ctx, path, trail)
+        if name in _CASTS | {"double"}:
+            return Lost(f"`{file.code(call)}` converts it to another dtype", file, call, trail=trail)
+    return None
+
+
+def _casts_to_float64(file: ProjectFile, call: cst.Call) -> bool:
+    """``.double()``, ``.to(torch.float64)``, ``.type(torch.DoubleTensor)`` (a dtype keyword too)."""
+    if not isinstance(call.func, cst.Attribute):
+        return False
+    if call.func.attr.value == "double":
+        return not call.args
+    return call.func.attr.value in ("to", "type") and any(_names_float64(file, arg.value) for arg in call.args)
+
+
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _expression_at(file: _File, frame: Frame) -> cst.BaseExpression | None:
-    """The expression the frame was executing: exact with traced columns, else the line's statement's value."""
-    positions = file.src.positions
-    if frame.col is not None and frame.end_col is not None:
-        end_line = frame.end_line or frame.line
-        wanted = (frame.line, frame.col, end_line, frame.end_col)
-        exact = [n for n, s in positions.items() if isinstance(n, cst.BaseExpression) and (s.line, s.col, s.end_line, s.end_col) == wanted]
-        if exact:
-            # nodes sharing a span (an expression and its only child): the outermost is the operation
-            return max(exact, key=lambda n: sum(1 for _ in walk(n)))
-        containing = [
-            (s.end_line - s.line, s.end_col - s.col, n) for n, s in positions.items()
-            if isinstance(n, cst.BaseExpression) and s.line == frame.line and (s.line, s.col) <= (frame.line, frame.col)
-            and (s.end_line, s.end_col) >= (end_line, frame.end_col)
-        ]
-        if containing:
-            return min(containing, key=lambda item: (item[0], item[1]))[2]
-    lines = [n for n, s in positions.items() if isinstance(n, cst.SimpleStatementLine) and s.line == frame.line]
-    if len(lines) != 1 or len(lines[0].body) != 1:
-        return None
-    small = lines[0].body[0]
-    if isinstance(small, cst.Expr | cst.Assign | cst.AugAssign | cst.Return) and small.value is not None:
-        return small.value
-    return None
-
-
-def _function_of(file: _File, node: cst.CSTNode, name: str) -> cst.FunctionDef | None:
-    if name == "<module>":
-        return None
-    function = file.enclosing(node, cst.FunctionDef)
-    if name.startswith("<"):  # a comprehension's or lambda's frame: the function around it
-        return function if isinstance(function, cst.FunctionDef) else None
-    while function is not None and isinstance(function, cst.FunctionDef) and function.name.value != name:
-        function = file.enclosing(function, cst.FunctionDef)
-    return function if isinstance(function, cst.FunctionDef) else None
-
-
-def _instance_of(file: _File, function: cst.FunctionDef | None) -> _Instance | None:
-    if function is None or _self_name(function) is None:
-        return None
-    block = file.parents.get(function)
-    cls = file.parents.get(block) if block is not None else None
-    return _Instance(cls, file, None) if isinstance(cls, cst.ClassDef) else None
-
-
-def _is_method(file: _File, function: cst.FunctionDef) -> bool:
-    block = file.parents.get(function)
-    return isinstance(file.parents.get(block) if block is not None else None, cst.ClassDef) and not any(
-        isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in function.decorators
-    )
-
-
-def _self_name(function: cst.FunctionDef) -> str | None:
-    params = [*function.params.posonly_params, *function.params.params]
-    return params[0].name.value if params and params[0].name.value in ("self", "cls") else None
-
-
-def _bind(call: cst.Call, function: cst.FunctionDef, method: bool, ctx: _Ctx) -> dict[str, _Ref]:
-    """The arguments of ``call`` by the parameter names of ``function`` (``self`` skipped for a method)."""
-    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
-    if method:
-        params = params[1:]
-    bound: dict[str, _Ref] = {}
-    if not any(arg.star == "*" for arg in call.args):
-        for name, arg in zip(params, positional_args(call), strict=False):
-            bound[name] = _Ref(arg.value, ctx)
-    for arg in call.args:
-        if arg.keyword is not None:
-            bound[arg.keyword.value] = _Ref(arg.value, ctx)
-    return bound
-
-
-def _calls(call: cst.Call, function: cst.FunctionDef, file: _File) -> bool:
-    """Whether a call in a caller's frame is the call of ``function`` (``forward`` through ``model(x)``)."""
-    name = function.name.value
-    func = call.func
-    if isinstance(func, cst.Name) and func.value == name:
-        return True
-    if isinstance(func, cst.Attribute) and func.attr.value == name:
-        return True
-    if name == "forward":
-        qualified = file.src.imports.qualify(func)
-        return qualified is None and isinstance(func, cst.Name | cst.Attribute)
-    return False
-
-
-def _methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
-    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-    return [node for node in body if isinstance(node, cst.FunctionDef)]
-
-
-def _own_nodes(function: cst.FunctionDef) -> list[cst.CSTNode]:
-    """The nodes of a function's body, nested functions, classes and lambdas left out."""
-    found: list[cst.CSTNode] = []
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
-            continue
-        found.append(node)
-        stack.extend(reversed(node.children))
-    return found
-
-
-def _top_level(file: _File, name: str) -> cst.ClassDef | cst.FunctionDef | None:
-    found = None
-    for statement in file.src.module.body:
-        if isinstance(statement, cst.ClassDef | cst.FunctionDef) and statement.name.value == name:
-            found = statement
-    return found
-
-
-def _target_path(target: cst.BaseExpression, wanted: Callable[[cst.BaseExpression], bool]) -> _Path | None:
-    """Where in an assignment or loop target the wanted node is: ``i, (x, y)`` -> x at (1, 0)."""
-    if wanted(target):
-        return ()
-    if isinstance(target, cst.Tuple | cst.List):
-        elements = list(target.elements)
-        for index, element in enumerate(elements):
-            inner = _target_path(element.value, wanted)
-            if inner is None:
-                continue
-            starred = [i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)]
-            if isinstance(element, cst.StarredElement) or (starred and starred[0] < index):
-                return None  # after a starred element the position is not fixed
-            return (_Key("index", index), *inner)
-    return None
-
-
-def _is_name(node: cst.BaseExpression, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name
-
-
-def _is_self_attr(node: cst.BaseExpression, me: str, attr: str) -> bool:
-    return isinstance(node, cst.Attribute) and _is_name(node.value, me) and node.attr.value == attr
-
-
-def _names_dtype(file: _File, node: cst.BaseExpression) -> bool:
+def _names_dtype(file: ProjectFile, node: cst.BaseExpression) -> bool:
     qualified = file.src.imports.qualify(node)
     return qualified is not None and qualified.startswith("torch.") and dtype_name(qualified) is not None
 
 
-def _names_float64(file: _File, node: cst.BaseExpression) -> bool:
+def _names_float64(file: ProjectFile, node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.SimpleString):
         return node.evaluated_value in ("torch.DoubleTensor", "torch.cuda.DoubleTensor")
     return is_torch_name(file.src.imports.qualify(node), *_FLOAT64_NAMES)
@@ -1238,8 +780,3 @@ def _distinct_places(trail: Sequence[str]) -> list[str]:
         kept.append(step)
     return kept
 
-
-def _frame_at(file: _File | None, node: cst.CSTNode | None) -> Frame | None:
-    if file is None or node is None or node not in file.src.positions:
-        return None
-    return Frame(file=str(file.path), line=file.line(node), user=True)
