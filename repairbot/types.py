@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from repairbot.run_config import DEFAULTS
+
 
 class Applicability(enum.StrEnum):
     """How much a fix can be trusted to keep the script's intent (ruff's vocabulary)."""
@@ -213,9 +215,11 @@ class HealthFinding:
 
 @dataclass(frozen=True)
 class RunLimits:
-    batch_size: int = 2
-    max_batches: int = 2
-    max_steps: int = 20
+    """The limits a report states (the run configuration's, repairbot/run_config.py)."""
+
+    batch_size: int = DEFAULTS.batch_size
+    max_batches: int = DEFAULTS.max_batches
+    max_steps: int = DEFAULTS.max_steps
     stopped_at: str | None = None
     # the loops the step budget left early in the last run: {loop, kind, step, steps} (file:line)
     left_loops: tuple[Mapping[str, Any], ...] = ()
