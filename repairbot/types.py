@@ -144,6 +144,25 @@ class Site:
     alternatives: tuple[Site, ...] = ()
 
 
+class ForwardStep(str):
+    """One layer along a traced forward pass, in a fix's evidence: the layer, where it was built
+    and the input shape it received. It is its own one-line text in the JSON report and the text
+    report (``Linear(3136, 128) at train.py:39 <- 2x4096``); the Markdown report tabulates its
+    parts."""
+
+    layer: str
+    site: str  # file:line
+    input_shape: str  # 2x4096, or ? when not traced
+
+    def __new__(cls, layer: str, site: str, input_shape: str) -> ForwardStep:
+        step = super().__new__(cls, f"{layer} at {site} <- {input_shape}")
+        step.layer, step.site, step.input_shape = layer, site, input_shape
+        return step
+
+    def __getnewargs__(self) -> tuple[str, str, str]:  # type: ignore[override]  # copy and pickle
+        return self.layer, self.site, self.input_shape
+
+
 @dataclass(frozen=True)
 class Decline:
     """A pattern's reasoned refusal to fix a failure it recognised."""
