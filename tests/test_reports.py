@@ -348,6 +348,11 @@ def test_a_forward_step_is_its_text_in_json_and_text_and_a_table_row_in_markdown
     look_alike = replace(report.attempts[0], evidence={"forward_pass": [str(step)]})
     rendered = html(render_markdown(replace(report, attempts=(look_alike,)), tmp_path))
     assert "<th>layer</th>" not in rendered and "<code>Linear(256, 10) at model.py:4 &lt;- 2x512</code>" in rendered
+    # a place with spaces (a notebook's "NB.ipynb, cell 3, line 1", a folder name) is a table cell too
+    spaced = ForwardStep("Linear(256, 10)", "my model/model.py:4", "2x512")
+    with_spaces = replace(report.attempts[0], evidence={"forward_pass": [spaced]})
+    rendered = html(render_markdown(replace(report, attempts=(with_spaces,)), tmp_path))
+    assert "<td><code>my model/model.py:4</code></td>" in rendered
 
 
 def test_markdown_shows_the_line_the_run_saw_when_the_fix_is_in_the_working_tree(tmp_path: Path) -> None:
