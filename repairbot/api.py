@@ -7,26 +7,36 @@ verified result as the user asked: a diff (``dry_run``), the files rewritten in 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from repairbot import notebook as notebooks
 from repairbot import registry
-from repairbot.classify import Classification, candidates, classify_log, environment_problem
+from repairbot.classify import Classification, candidates, classify_log
 from repairbot.evidence import Evidence
 from repairbot.lint import LintOptions, LintReport, run_lint
-from repairbot.loop import LoopOptions, LoopResult, RepairLoop, collect_health
+from repairbot.loop import (
+    LoopOptions,
+    LoopResult,
+    RepairLoop,
+    collect_health,
+    run_request,
+    stop_reason,
+)
 from repairbot.output import git
 from repairbot.output.diff import unified_diff
+from repairbot.output.paths import ReportPaths
 from repairbot.output.report import render_text
 from repairbot.pattern import Pattern
-from repairbot.sources import Sources, check_syntax, relative_path, write_all_atomic
+from repairbot.run_config import RunConfig
+from repairbot.sources import Sources, check_syntax, write_all_atomic
 from repairbot.trace.runner import (
     Limits,
     Runner,
@@ -40,7 +50,6 @@ from repairbot.types import (
     BadInput,
     Decline,
     Failure,
-    Frame,
     Outcome,
     RepairReport,
     RunLimits,
@@ -56,19 +65,14 @@ class FixOptions:
     args: tuple[str, ...] = ()
     cwd: Path = field(default_factory=Path.cwd)
     python: str = sys.executable
+    config: RunConfig = field(default_factory=RunConfig)  # the limits (repairbot/run_config.py)
     dry_run: bool = False
     no_branch: bool = False
     branch: str | None = None
-    max_attempts: int = 3
-    batch_size: int = 2
-    max_batches: int = 2
-    max_steps: int = 20
-    timeout: float = 300.0
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     safe_only: bool = False
     keep_scratch: bool = False
-    no_health: bool = False  # --no-health: the run-time health checks are off
     strict_health: bool = False  # --strict-health: health findings make the exit code 1
     module: str | None = None  # -m MODULE: run as `python -m MODULE` (``script`` is then unused)
 
@@ -81,20 +85,15 @@ class DoctorOptions:
     args: tuple[str, ...] = ()
     cwd: Path = field(default_factory=Path.cwd)
     python: str = sys.executable
-    batch_size: int = 2
-    max_batches: int = 2
-    max_steps: int = 20
-    timeout: float = 300.0
+    config: RunConfig = field(default_factory=RunConfig)  # the limits doctor has options for
     keep_scratch: bool = False
     module: str | None = None
 
     def as_fix(self) -> FixOptions:
-        """The same run described as a ``fix --dry-run`` (validation and runner are shared)."""
+        """The same run described as a ``fix --dry-run`` (validation and setup are shared)."""
         return FixOptions(
-            script=self.script, args=self.args, cwd=self.cwd, python=self.python, dry_run=True,
-            max_attempts=1, batch_size=self.batch_size, max_batches=self.max_batches,
-            max_steps=self.max_steps, timeout=self.timeout, keep_scratch=self.keep_scratch,
-            module=self.module,
+            script=self.script, args=self.args, cwd=self.cwd, python=self.python, config=self.config,
+            dry_run=True, keep_scratch=self.keep_scratch, module=self.module,
         )
 
 
@@ -122,11 +121,12 @@ def _validate_script(options: FixOptions) -> Path:
         raise BadInput(f"{options.script}: the file is empty")
     if not notebooks.is_notebook(script):  # a notebook's program is checked by notebooks.for_script
         check_syntax(script, data)
-    if options.max_attempts < 1:
+    config = options.config
+    if config.max_attempts < 1:
         raise BadInput("--max-attempts must be at least 1")
-    if min(options.batch_size, options.max_batches, options.max_steps) < 1:
+    if min(config.batch_size, config.max_batches, config.max_steps) < 1:
         raise BadInput("--batch-size, --max-batches and --max-steps must be at least 1")
-    if options.timeout <= 0:
+    if config.timeout <= 0:
         raise BadInput("--timeout must be positive")
     if not Path(options.python).exists() and not _on_path(options.python):
         raise BadInput(f"--python {options.python}: no such interpreter")
@@ -191,8 +191,9 @@ def package_remedy(failure: Failure, root: Path) -> str | None:
         folder, depth = stack.pop()
         package = folder / top
         if (package / "__init__.py").is_file() or (folder / f"{top}.py").is_file():
-            where = relative_path(root, package if package.is_dir() else folder / f"{top}.py")
-            parent = relative_path(root, folder) if folder != root else "."
+            paths = ReportPaths(root)
+            where = paths.file(package if package.is_dir() else folder / f"{top}.py")
+            parent = paths.file(folder) if folder != root else "."
             remedy = (
                 f"`{top}` is this repository's own package ({where}), but the interpreter cannot import it: "
                 "install the project (`pip install -e .`)"
@@ -272,15 +273,34 @@ def _import_check(delivery: Delivery) -> Callable[[RunResult], None] | None:
     return check
 
 
-def repair(
-    options: FixOptions,
-    runner: Runner | None = None,
-    patterns: tuple[Pattern, ...] | None = None,
-    progress: Callable[[str], None] | None = None,
-    on_run: Callable[[RunRequest, RunResult], None] | None = None,
-) -> RepairReport:
-    """``repairbot fix``: BadInput escapes for the CLI to report (exit 2)."""
-    started = time.monotonic()
+@dataclass(frozen=True)
+class _Setup:
+    """What fix and doctor set up alike before the first run."""
+
+    script: Path  # resolved
+    notebook: notebooks.Notebook | None
+    delivery: Delivery
+    sources: Sources
+    loop: LoopOptions  # the runs: script, interpreter, limits, patterns
+    runner: Runner
+
+    @property
+    def paths(self) -> ReportPaths:
+        return ReportPaths(self.delivery.root)
+
+    def scratch(self, options: FixOptions) -> str | None:
+        """The scratch folder the report names (--keep-scratch)."""
+        runner = self.runner
+        return str(runner.scratch_root) if isinstance(runner, SubprocessRunner) and options.keep_scratch else None
+
+
+@contextlib.contextmanager
+def _setup(
+    options: FixOptions, runner: Runner | None, patterns: tuple[Pattern, ...] | None,
+    progress: Callable[[str], None] | None,
+) -> Iterator[_Setup]:
+    """The input checked, the runner started (closed on the way out unless it was given), the
+    patterns chosen, the repository opened as the delivery needs it."""
     script = _validate_script(options)
     notebook = notebooks.for_script(script, options.script)
     own_runner = runner is None
@@ -290,50 +310,61 @@ def repair(
         delivery = _delivery(options, script)
         if progress is not None and isinstance(active, WarmRunner):
             progress(f"runs: {active.mode}")
-        limits = Limits(
-            batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps,
-            health=not options.no_health,
-        )
-        sources = Sources({script: notebook.program_bytes} if notebook else None)
-        loop_options = LoopOptions(
+        config = options.config
+        loop = LoopOptions(
             script=script,
             args=options.args,
             cwd=options.cwd.resolve(),
             root=delivery.root,
             python=options.python,
-            limits=limits,
-            timeout=options.timeout,
-            max_attempts=options.max_attempts,
+            limits=Limits.of(config),
+            timeout=config.timeout,
+            max_attempts=config.max_attempts,
             patterns=chosen,
             safe_only=options.safe_only,
             env=run_environment(),
             notebooks={script: notebook} if notebook else {},
             module=options.module,
         )
-        result = RepairLoop(loop_options, active, sources, _import_check(delivery), progress, on_run).run()
+        sources = Sources({script: notebook.program_bytes} if notebook else None)
+        yield _Setup(script, notebook, delivery, sources, loop, active)
     finally:
         if own_runner and isinstance(active, SubprocessRunner):
             active.close()
-    scratch = str(active.scratch_root) if isinstance(active, SubprocessRunner) and options.keep_scratch else None
-    report = _report(options, script, delivery, sources, result, time.monotonic() - started, scratch, notebook)
+
+
+def repair(
+    options: FixOptions,
+    runner: Runner | None = None,
+    patterns: tuple[Pattern, ...] | None = None,
+    progress: Callable[[str], None] | None = None,
+    on_run: Callable[[RunRequest, RunResult], None] | None = None,
+) -> RepairReport:
+    """``repairbot fix``: BadInput escapes for the CLI to report (exit 2)."""
+    started = time.monotonic()
+    with _setup(options, runner, patterns, progress) as setup:
+        result = RepairLoop(
+            setup.loop, setup.runner, setup.sources, _import_check(setup.delivery), progress, on_run
+        ).run()
+    script, notebook, delivery, sources = setup.script, setup.notebook, setup.delivery, setup.sources
+    report = _report(
+        options, script, delivery, sources, result, time.monotonic() - started, setup.scratch(options), notebook
+    )
     report = notebooks.place_report(report, notebook)  # a fix that changed a cell's line count
     if report.status is Status.FIXED and not options.dry_run:
         report = _deliver(options, delivery, sources, result, report, notebook)
     return report
 
 
-def _relative(root: Path, path: Path) -> str:
-    return relative_path(root, path)
-
-
 def _report(
     options: FixOptions, script: Path, delivery: Delivery, sources: Sources, result: LoopResult,
     duration: float, scratch: str | None, notebook: notebooks.Notebook | None = None,
 ) -> RepairReport:
-    files = sorted(result.verified, key=lambda p: _relative(delivery.root, p))
+    paths = ReportPaths(delivery.root)
+    files = sorted(result.verified, key=paths.file)
     diffs = [
         (notebook.diff if notebook and p == notebook.path else unified_diff)(
-            sources.original(p), result.verified[p], _relative(delivery.root, p)
+            sources.original(p), result.verified[p], paths.file(p)
         )[0]
         for p in files
     ]
@@ -346,14 +377,14 @@ def _report(
         if remedy:
             notes = (*notes, remedy)
     return RepairReport(
-        script=_relative(delivery.root, script),
+        script=paths.file(script),
         root=str(delivery.root),
         status=result.status,
         stop_reason=result.stop_reason,
         attempts=result.attempts,
         diff="".join(diffs),
-        files_modified=tuple(_relative(delivery.root, p) for p in files) if fixed else (),
-        run_limits=_run_limits(result.limits, evidence, delivery.root),
+        files_modified=tuple(paths.file(p) for p in files) if fixed else (),
+        run_limits=_run_limits(result.limits, evidence, paths),
         environment=dict(evidence.environment) if evidence else {},
         duration_s=duration,
         scratch=scratch,
@@ -361,7 +392,7 @@ def _report(
         output_tail=_output_tail(result.stop_reason, result.last_run),
         # the failure left at the stop, unless an attempt's block already describes it
         remaining=(
-            _relative_failure(delivery.root, result.remaining)
+            paths.failure(result.remaining)
             if result.remaining is not None and not any(a.failure is result.remaining for a in result.attempts)
             else None
         ),
@@ -372,17 +403,11 @@ def _report(
     )
 
 
-def _run_limits(limits: Limits, evidence: Evidence | None, root: Path) -> RunLimits:
+def _run_limits(limits: Limits, evidence: Evidence | None, paths: ReportPaths) -> RunLimits:
     """The limits a report states, with the loops the step budget left early in the last run
     (and where a run was ended in a loop outside the user's code)."""
     stopped = evidence.stopped_at if evidence else None
-
-    def rel(where: object) -> str | None:
-        if not isinstance(where, str) or ":" not in where:
-            return None
-        file, _, line = where.rpartition(":")
-        return f"{_relative(root, Path(file))}:{line}"
-
+    rel = paths.location
     left = tuple(
         {"loop": rel(item.get("loop")), "kind": item.get("kind"), "step": rel(item.get("step")),
          "steps": item.get("steps")}
@@ -391,7 +416,7 @@ def _run_limits(limits: Limits, evidence: Evidence | None, root: Path) -> RunLim
     )
     return RunLimits(
         batch_size=limits.batch_size, max_batches=limits.max_batches, max_steps=limits.max_steps,
-        stopped_at=f"{_relative(root, Path(stopped.file))}:{stopped.line}" if stopped else None,
+        stopped_at=f"{paths.file(stopped.file)}:{stopped.line}" if stopped else None,
         left_loops=left,
     )
 
@@ -402,19 +427,6 @@ _SHOW_OUTPUT = (StopReason.ENVIRONMENT, StopReason.TIMEOUT, StopReason.NO_USER_F
 
 def _output_tail(reason: StopReason, run: RunResult) -> str | None:
     return (run.output_tail() or "(the script printed nothing)") if reason in _SHOW_OUTPUT else None
-
-
-def _relative_failure(root: Path, failure: Failure) -> Failure:
-    """The failure with the paths of the project's files relative to its root, as reports show them."""
-
-    def rebase(frame: Frame) -> Frame:
-        return replace(frame, file=_relative(root, Path(frame.file))) if frame.user else frame
-
-    return replace(
-        failure,
-        frames=tuple(map(rebase, failure.frames)),
-        worker_frames=tuple(map(rebase, failure.worker_frames)),
-    )
 
 
 def _commit_message(report: RepairReport) -> str:
@@ -436,10 +448,10 @@ def _deliver(
         try:
             current = path.read_bytes()
         except OSError as error:
-            raise BadInput(f"{_relative(delivery.root, path)}: cannot read it back: {error.strerror}") from None
+            raise BadInput(f"{ReportPaths(delivery.root).file(path)}: cannot read it back: {error.strerror}") from None
         if current != (notebook.data if notebook and path == notebook.path else sources.original(path)):
             raise BadInput(
-                f"{_relative(delivery.root, path)} changed on disk during the repair; nothing was written"
+                f"{ReportPaths(delivery.root).file(path)} changed on disk during the repair; nothing was written"
             )
     if options.no_branch:
         # all files or none: a read-only one is refused before anything is written
@@ -484,49 +496,33 @@ def doctor(
     """
     started = time.monotonic()
     fix_options = options.as_fix()
-    script = _validate_script(fix_options)
-    notebook = notebooks.for_script(script, options.script)
-    root = _delivery(fix_options, script).root
-    limits = Limits(batch_size=options.batch_size, max_batches=options.max_batches, max_steps=options.max_steps)
-    own_runner = runner is None
-    active = runner or _runner(fix_options)
-    try:
-        if progress is not None and isinstance(active, WarmRunner):
-            progress(f"runs: {active.mode}")
+    with _setup(fix_options, runner, patterns, progress) as setup:
         if progress is not None:
             progress("run 1: the script with the health checks")
-        request = RunRequest(
-            script=script, args=options.args, cwd=options.cwd.resolve(), python=options.python,
-            limits=limits, timeout=options.timeout, env=run_environment(), module=options.module,
-            overlay={script: notebook.program_bytes} if notebook else {},
-        )
-        run = active.run(request)
+        request = run_request(setup.loop, {}, setup.loop.limits)
+        run = setup.runner.run(request)
         if on_run is not None:
             on_run(request, run)
-    finally:
-        if own_runner and isinstance(active, SubprocessRunner):
-            active.close()
     if run.status is RunStatus.HARNESS_ERROR:
         raise BadInput(run.harness_error or "the tracing harness could not start")
-    sources = Sources({script: notebook.program_bytes} if notebook else None)
+    script, notebook, paths, root = setup.script, setup.notebook, setup.paths, setup.delivery.root
     health = collect_health(
-        (run.evidence.health or ()) if run.evidence is not None else (), root, sources.current
+        (run.evidence.health or ()) if run.evidence is not None else (), root, setup.sources.current
     )
-    status, reason, attempts = _doctor_outcome(run, root, patterns or registry.all_patterns())
+    status, reason, attempts = _doctor_outcome(run, paths, setup.loop.patterns)
     evidence = run.evidence
-    scratch = str(active.scratch_root) if isinstance(active, SubprocessRunner) and options.keep_scratch else None
     return RepairReport(
-        script=_relative(root, script),
+        script=paths.file(script),
         root=str(root),
         status=status,
         stop_reason=reason,
         attempts=attempts,
         diff="",
         files_modified=(),
-        run_limits=_run_limits(limits, evidence, root),
+        run_limits=_run_limits(setup.loop.limits, evidence, paths),
         environment=dict(evidence.environment) if evidence else {},
         duration_s=time.monotonic() - started,
-        scratch=scratch,
+        scratch=setup.scratch(fix_options),
         notes=_doctor_notes(run, root, reason) + (notebook.notes() if notebook else ()),
         health=notebooks.cell_health(health, notebook),
         command="doctor",
@@ -546,14 +542,13 @@ def _doctor_notes(run: RunResult, root: Path, reason: StopReason) -> tuple[str, 
 
 
 def _doctor_outcome(
-    run: RunResult, root: Path, patterns: tuple[Pattern, ...]
+    run: RunResult, paths: ReportPaths, patterns: tuple[Pattern, ...]
 ) -> tuple[Status, StopReason, tuple[Attempt, ...]]:
     """How doctor's one run ended; a crash becomes a diagnosed attempt (never a fix)."""
-    if run.passed:
-        return Status.ALREADY_PASSING, StopReason.PASSING, ()
-    if run.status is RunStatus.TIMEOUT or run.failure is None:
-        return Status.GAVE_UP, StopReason.TIMEOUT, ()
     failure = run.failure
+    if run.passed or failure is None:
+        reason = stop_reason(run, (), ())
+        return (Status.ALREADY_PASSING if reason is StopReason.PASSING else Status.GAVE_UP), reason, ()
     ranked = candidates(failure, patterns)
     frame = failure.user_frame
     declines: tuple[Decline, ...] = ()
@@ -563,17 +558,10 @@ def _doctor_outcome(
         declines = (Decline(
             pattern=best.ID, reason=f"{best.TITLE} (doctor repairs nothing; {how})", diagnosis=best.remedy(),
         ),)
-        reason = StopReason.DIAGNOSED
-    elif environment_problem(failure):
-        reason = StopReason.ENVIRONMENT
-    elif frame is None:
-        reason = StopReason.NO_USER_FRAME
-    else:
-        reason = StopReason.NO_PATTERN
     attempt = Attempt(
         n=1,
-        failure=_relative_failure(root, failure),
-        failure_file=_relative(root, Path(frame.file)) if frame else None,
+        failure=paths.failure(failure),
+        failure_file=paths.file(Path(frame.file)) if frame else None,
         failure_line=frame.line if frame else None,
         pattern=ranked[0].pattern.ID if ranked else None,
         evidence={},
@@ -581,7 +569,7 @@ def _doctor_outcome(
         outcome=Outcome.NOT_RUN,
         declines=declines,
     )
-    return Status.GAVE_UP, reason, (attempt,)
+    return Status.GAVE_UP, stop_reason(run, ranked, declines), (attempt,)
 
 
 def classify(text: str, patterns: tuple[Pattern, ...] | None = None) -> Classification:

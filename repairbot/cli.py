@@ -30,6 +30,7 @@ from repairbot.lint.formats import FORMATS, render, summary
 from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text, status_line
 from repairbot.output.sarif import render_sarif
+from repairbot.run_config import BY_NAME, DOCTOR, FIX, pop_config
 from repairbot.sources import write_atomic
 from repairbot.trace.runner import RunRequest, RunResult, describe_run
 from repairbot.types import BadInput, RepairReport
@@ -247,16 +248,24 @@ class ScriptCommand(click.Command):
         return None
 
 
+def setting_option(name: str) -> Callable[[F], F]:
+    """The option of one setting of the run configuration (repairbot/run_config.py)."""
+    setting = BY_NAME[name]
+    if setting.flag:
+        return click.option(setting.option, setting.parameter, is_flag=True, help=setting.help)
+    return click.option(setting.option, type=setting.type, default=setting.default, show_default=True, help=setting.help)
+
+
 def run_options(command: F) -> F:
     """SCRIPT, its arguments and the options of a traced run, shared by fix and doctor."""
     decorators = (
         click.argument("script", type=click.Path(path_type=Path), required=False),
         click.argument("script_args", nargs=-1, type=click.UNPROCESSED),
         click.option("-m", "module", metavar="MODULE", help="Run a module as `python -m MODULE` would (then no SCRIPT)."),
-        click.option("--batch-size", type=int, default=2, show_default=True, help="Batch size forced on every DataLoader during runs."),
-        click.option("--max-batches", type=int, default=2, show_default=True, help="Batches per pass over a DataLoader."),
-        click.option("--max-steps", type=int, default=20, show_default=True, help="Optimizer steps outside DataLoader loops before a run ends as passing."),
-        click.option("--timeout", type=float, default=300.0, show_default=True, help="Wall-clock limit of one run, in seconds."),
+        setting_option("batch_size"),
+        setting_option("max_batches"),
+        setting_option("max_steps"),
+        setting_option("timeout"),
         click.option("--json", "json_path", metavar="PATH", help="Write the JSON report ('-' for stdout)."),
         click.option("--markdown", "markdown_path", metavar="PATH", help="Write the Markdown report (e.g. $GITHUB_STEP_SUMMARY; '-' for stdout)."),
         click.option("--sarif", "sarif_path", metavar="PATH", help="Write the failures, fixes and health findings as SARIF 2.1.0 ('-' for stdout)."),
@@ -321,13 +330,13 @@ def _traced_command(
 @main.command(cls=ScriptCommand, context_settings={"ignore_unknown_options": False})
 @run_options
 @click.option("--dry-run", is_flag=True, help="Change nothing in the repository; print the diff and the report.")
-@click.option("--max-attempts", type=int, default=3, show_default=True, help="Repair attempts before giving up.")
+@setting_option("max_attempts")
 @click.option("--branch", metavar="NAME", help="Branch for the fix commit (default: repairbot/fix-<stem>-<sha8>).")
 @click.option("--no-branch", is_flag=True, help="Write the fix into the working tree instead of a new branch.")
 @click.option("--safe-only", is_flag=True, help="Apply only fixes whose applicability is safe.")
 @click.option("--pattern", "include", multiple=True, metavar="ID", help="Only try these patterns (repeatable).")
 @click.option("--exclude", multiple=True, metavar="ID", help="Never try these patterns (repeatable).")
-@click.option("--no-health", is_flag=True, help="Turn off the run-time health checks (NaN loss, gradients never reset, ...).")
+@setting_option("health")
 @click.option("--strict-health", is_flag=True, help="Exit 1 when a health check finds something.")
 @common_options
 def fix(
@@ -344,12 +353,14 @@ def fix(
             raise BadInput("--dry-run and --no-branch exclude each other")
         if options["branch"] and (options["dry_run"] or options["no_branch"]):
             raise BadInput("--branch needs branch mode (no --dry-run, no --no-branch)")
-        if options["no_health"] and options["strict_health"]:
+        config = pop_config(options, FIX)
+        if not config.health and options["strict_health"]:
             raise BadInput("--no-health and --strict-health exclude each other")
         check_torch(options["python"])
         target, args = _target(script, script_args, options["module"])
         return api.repair(
-            api.FixOptions(script=target, args=args, **options), progress=progress, on_run=_run_details(progress)
+            api.FixOptions(script=target, args=args, config=config, **options),
+            progress=progress, on_run=_run_details(progress),
         )
 
     paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}
@@ -400,10 +411,12 @@ def doctor(
     """
 
     def start(progress: Progress | None) -> RepairReport:
+        config = pop_config(options, DOCTOR)
         check_torch(options["python"])
         target, args = _target(script, script_args, options["module"])
         return api.doctor(
-            api.DoctorOptions(script=target, args=args, **options), progress=progress, on_run=_run_details(progress)
+            api.DoctorOptions(script=target, args=args, config=config, **options),
+            progress=progress, on_run=_run_details(progress),
         )
 
     paths = {"json": json_path, "markdown": markdown_path, "sarif": sarif_path}

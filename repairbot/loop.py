@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 
@@ -21,9 +20,10 @@ from repairbot.evidence import Evidence
 from repairbot.lint.engine import FixLevel, apply_edit, lint_bytes, package_of
 from repairbot.notebook import Notebook
 from repairbot.output.diff import unified_diff
+from repairbot.output.paths import ReportPaths
 from repairbot.pattern import Pattern, TransformError
 from repairbot.registry import rules_by_id
-from repairbot.sources import SourceError, Sources, relative_path
+from repairbot.sources import SourceError, Sources
 from repairbot.trace.runner import Limits, Runner, RunRequest, RunResult
 from repairbot.types import (
     Applicability,
@@ -78,6 +78,72 @@ class LoopResult:
 # Called after every run; raises BadInput to refuse (branch mode: imported files not committed).
 RunCheck = Callable[[RunResult], None]
 
+
+def run_request(
+    options: LoopOptions, overlay: Mapping[Path, bytes], limits: Limits, probes: frozenset[str] = frozenset()
+) -> RunRequest:
+    """One run of the script as the options describe it, with candidate sources in ``overlay``
+    (the notebooks' programs always)."""
+    return RunRequest(
+        script=options.script,
+        args=options.args,
+        cwd=options.cwd,
+        python=options.python,
+        limits=limits,
+        timeout=options.timeout,
+        overlay={**{p: nb.program_bytes for p, nb in options.notebooks.items()}, **overlay},
+        env=options.env,
+        probes=probes,
+        module=options.module,
+    )
+
+
+def run_ended(run: RunResult) -> StopReason | None:
+    """The stop a run makes by itself, before any failure is looked at: it passed (PASSING), or
+    it never reached the end of the script (TIMEOUT: killed at the time limit, or ended by the
+    step budget outside the user's code); None for a failure to work on."""
+    if run.passed:
+        return StopReason.PASSING
+    if run.status in (RunStatus.STOPPED, RunStatus.TIMEOUT) or run.failure is None:
+        return StopReason.TIMEOUT
+    return None
+
+
+def stop_reason(run: RunResult, ranked: Sequence[Candidate], declines: Sequence[Decline]) -> StopReason:
+    """Why ``fix`` (or ``doctor``'s one run) stops at ``run`` with no fix to try: the one ladder
+    of stop reasons; ``ranked`` are the patterns that recognise its failure, ``declines`` their
+    refusals."""
+    ended = run_ended(run)
+    if ended is not None:
+        return ended
+    failure = run.failure
+    assert failure is not None
+    if (ranked and not ranked[0].pattern.FIXES) or any(d.diagnosis for d in declines):
+        return StopReason.DIAGNOSED
+    if environment_problem(failure):
+        return StopReason.ENVIRONMENT
+    if failure.user_frame is None:
+        return StopReason.NO_USER_FRAME
+    return StopReason.NO_PATTERN
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A located fix whose rewrite applies: the candidate, its site and the file's new bytes."""
+
+    candidate: Candidate
+    site: Site
+    new_bytes: bytes
+
+
+@dataclass(frozen=True)
+class Located:
+    """What locating a failure's fix found: the rewrite to verify, or none; and the candidates'
+    refusals before it."""
+
+    rewrite: Rewrite | None
+    declines: tuple[Decline, ...] = ()
+
 _NUMBER = re.compile(r"\d+")
 
 
@@ -131,6 +197,7 @@ class RepairLoop:
         self.say = progress or (lambda message: None)
         self.on_run = on_run  # -v: each run's command, limits, duration and output tail
         self.limits = options.limits
+        self.paths = ReportPaths(options.root)
         self.overlay: dict[Path, bytes] = {}
         self.runs = 0
         self.notes: list[str] = []
@@ -147,18 +214,7 @@ class RepairLoop:
     ) -> RunResult:
         self.runs += 1
         self.say(f"run {self.runs}: {why}" if why else f"run {self.runs}")
-        request = RunRequest(
-            script=self.options.script,
-            args=self.options.args,
-            cwd=self.options.cwd,
-            python=self.options.python,
-            limits=limits or self.limits,
-            timeout=self.options.timeout,
-            overlay={**{p: nb.program_bytes for p, nb in self.options.notebooks.items()}, **overlay},
-            env=self.options.env,
-            probes=self.probes | probes,
-            module=self.options.module,
-        )
+        request = run_request(self.options, overlay, limits or self.limits, self.probes | probes)
         result = self.runner.run(request)
         if self.on_run is not None:
             self.on_run(request, result)
@@ -180,15 +236,15 @@ class RepairLoop:
         pending: list[tuple[Candidate, Site]] = []
 
         while True:
-            if run.passed:
+            ended = run_ended(run)
+            if ended is StopReason.PASSING:
                 status = Status.FIXED if self.overlay else Status.ALREADY_PASSING
-                return self._result(status, StopReason.PASSING, attempts, run)
-            if run.status is RunStatus.STOPPED:
-                # passing means the whole script ran: a run ended in the middle proves nothing
-                self.notes.append(_stopped_note(run, self.limits))
-                return self._result(Status.GAVE_UP, StopReason.TIMEOUT, attempts, run)
-            if run.status is RunStatus.TIMEOUT:
-                return self._result(Status.GAVE_UP, StopReason.TIMEOUT, attempts, run)
+                return self._result(status, ended, attempts, run)
+            if ended is not None:
+                if run.status is RunStatus.STOPPED:
+                    # passing means the whole script ran: a run ended in the middle proves nothing
+                    self.notes.append(_stopped_note(run, self.limits))
+                return self._result(Status.GAVE_UP, ended, attempts, run)
             failure = run.failure
             assert failure is not None
             ranked = candidates(failure, self.options.patterns)
@@ -216,20 +272,19 @@ class RepairLoop:
                 return self._result(Status.GAVE_UP, StopReason.MAX_ATTEMPTS, attempts, run, failure)
 
             started = time.monotonic()
-            found: tuple[Candidate, Site, bytes, list[Decline]] | list[Decline] | None = (
-                self._next_candidate(pending) if pending else None
-            )
-            if found is None:
+            located = Located(self._next_candidate(pending) if pending else None)
+            if located.rewrite is None:
                 evidence = self._evidence_for(run, ranked, key)
-                found = self._locate(failure, ranked, evidence, excluded)
-                if isinstance(found, tuple):
-                    pending = [(found[0], alternative) for alternative in found[1].alternatives]
-            if isinstance(found, tuple):
-                candidate, site, new_bytes, declines = found
-            else:
-                declines = found or []
+                located = self._locate(failure, ranked, evidence, excluded)
+                if located.rewrite is not None:
+                    found = located.rewrite
+                    pending = [(found.candidate, alternative) for alternative in found.site.alternatives]
+            if located.rewrite is None:
+                declines = located.declines
                 attempts.append(self._attempt_without_fix(len(attempts) + 1, failure, ranked, run.evidence, declines))
-                return self._result(Status.GAVE_UP, self._stop_reason(failure, ranked, declines), attempts, run, failure)
+                return self._result(Status.GAVE_UP, stop_reason(run, ranked, declines), attempts, run, failure)
+            candidate, site, new_bytes = located.rewrite.candidate, located.rewrite.site, located.rewrite.new_bytes
+            declines = located.declines
 
             candidate_overlay = {**self.overlay, Path(site.file): new_bytes}
             fix = self._fix(site, new_bytes)
@@ -238,13 +293,13 @@ class RepairLoop:
             attempt = Attempt(
                 n=len(attempts) + 1,
                 failure=failure,
-                failure_file=self._relative(failure.user_frame.file) if failure.user_frame else None,
+                failure_file=self.paths.file(failure.user_frame.file) if failure.user_frame else None,
                 failure_line=failure.user_frame.line if failure.user_frame else None,
                 pattern=candidate.pattern.ID,
                 evidence=dict(site.evidence),
                 fix=fix,
                 outcome=outcome,
-                declines=self._relative_declines(declines),
+                declines=self.paths.declines(declines),
                 duration_s=time.monotonic() - started + rerun.duration_s,
                 applied=keep,
             )
@@ -302,17 +357,17 @@ class RepairLoop:
         )
         return run.evidence
 
-    def _next_candidate(self, pending: list[tuple[Candidate, Site]]) -> tuple[Candidate, Site, bytes, list[Decline]] | None:
+    def _next_candidate(self, pending: list[tuple[Candidate, Site]]) -> Rewrite | None:
         """The next of a located fix's other candidates whose rewrite applies (popped from
         ``pending``); None when none is left."""
         while pending:
             candidate, site = pending.pop(0)
             if self.options.safe_only and site.applicability is not Applicability.SAFE:
                 continue
-            if not self._inside_root(Path(site.file)):
+            if not self.paths.inside(Path(site.file)):
                 continue
             try:
-                return candidate, site, self._transform(candidate.pattern, site), []
+                return Rewrite(candidate, site, self._transform(candidate.pattern, site))
             except (TransformError, SourceError, cst.ParserSyntaxError):
                 continue
         return None
@@ -334,7 +389,7 @@ class RepairLoop:
         ranked: Sequence[Candidate],
         evidence: Evidence | None,
         excluded: set[tuple[str, str]],
-    ) -> tuple[Candidate, Site, bytes, list[Decline]] | list[Decline]:
+    ) -> Located:
         declines: list[Decline] = []
         for candidate in ranked:
             try:
@@ -360,7 +415,7 @@ class RepairLoop:
                     f"the fix is {found.applicability.value} and --safe-only is set", diagnosis=found.summary
                 ))
                 continue
-            if not self._inside_root(Path(found.file)):
+            if not self.paths.inside(Path(found.file)):
                 declines.append(candidate.pattern.decline("the fix site is outside the project"))
                 continue
             try:
@@ -368,8 +423,8 @@ class RepairLoop:
             except (TransformError, SourceError, cst.ParserSyntaxError) as error:
                 declines.append(candidate.pattern.decline(f"the rewrite failed: {error}"))
                 continue
-            return candidate, found, new_bytes, declines
-        return declines
+            return Located(Rewrite(candidate, found, new_bytes), tuple(declines))
+        return Located(None, tuple(declines))
 
     def _transform(self, pattern: Pattern, site: Site) -> bytes:
         path = Path(site.file)
@@ -387,7 +442,7 @@ class RepairLoop:
 
     def _fix(self, site: Site, new_bytes: bytes) -> Fix:
         path = Path(site.file)
-        rel = self._relative(site.file)
+        rel = self.paths.file(site.file)
         notebook = self.options.notebooks.get(path)
         differ = notebook.diff if notebook is not None else unified_diff
         diff, changed = differ(self.sources.current(path), new_bytes, rel)
@@ -403,15 +458,6 @@ class RepairLoop:
             return Outcome.FAILED_SAME, False
         return Outcome.FAILED_OTHER, not _worse(before, after)
 
-    def _stop_reason(self, failure: Failure, ranked: Sequence[Candidate], declines: Sequence[Decline]) -> StopReason:
-        if (ranked and not ranked[0].pattern.FIXES) or any(d.diagnosis for d in declines):
-            return StopReason.DIAGNOSED
-        if environment_problem(failure):
-            return StopReason.ENVIRONMENT
-        if failure.user_frame is None:
-            return StopReason.NO_USER_FRAME
-        return StopReason.NO_PATTERN
-
     def _attempt_without_fix(
         self, n: int, failure: Failure, ranked: Sequence[Candidate], evidence: Evidence | None, declines: Sequence[Decline]
     ) -> Attempt:
@@ -419,13 +465,13 @@ class RepairLoop:
         return Attempt(
             n=n,
             failure=failure,
-            failure_file=self._relative(frame.file) if frame else None,
+            failure_file=self.paths.file(frame.file) if frame else None,
             failure_line=frame.line if frame else None,
             pattern=ranked[0].pattern.ID if ranked else None,
             evidence={},
             fix=None,
             outcome=Outcome.NOT_RUN,
-            declines=self._relative_declines(declines),
+            declines=self.paths.declines(declines),
         )
 
     def _result(
@@ -449,27 +495,12 @@ class RepairLoop:
         findings = run.evidence.health if run.evidence is not None else None
         return collect_health(findings or (), self.options.root, self.sources.current)
 
-    def _relative_declines(self, declines: Sequence[Decline]) -> tuple[Decline, ...]:
-        return tuple(replace(d, file=self._relative(d.file)) if d.file else d for d in declines)
-
-    def _inside_root(self, path: Path) -> bool:
-        try:
-            path.resolve().relative_to(self.options.root.resolve())
-        except ValueError:
-            return False
-        return True
-
-    def _relative(self, file: str) -> str:
-        return relative_path(self.options.root, file)
-
-
 
 # --------------------------------------------------------------------------------------------
 # Health findings: from the child's absolute paths to the report's, with the static fix offered
 
 # The lint rule whose fix a health check offers ("where a static rule exists, the same fix").
 HEALTH_RULES = {"grad-accumulation": "missing-zero-grad"}
-_LOCATION = re.compile(r"(?P<file>.+):(?P<line>\d+)")
 
 
 def collect_health(
@@ -479,13 +510,14 @@ def collect_health(
     the evidence too), and the lint rule's fix where one exists; ``read`` gives a file's
     current bytes (the verified fixes included)."""
     collected = []
+    paths = ReportPaths(root)
     for finding in findings:
-        rel = relative_path(root, finding.file) if finding.file else None
+        rel = paths.file(finding.file) if finding.file else None
         fix = finding.fix
         if fix is None and finding.file and finding.line and finding.id in HEALTH_RULES:
             fix = offered_fix(HEALTH_RULES[finding.id], Path(finding.file), finding.line, rel or finding.file, read)
         collected.append(replace(
-            finding, file=rel, evidence=_relative_evidence(finding.evidence, root), fix=fix,
+            finding, file=rel, evidence=paths.evidence(finding.evidence), fix=fix,
         ))
     return tuple(collected)
 
@@ -512,15 +544,3 @@ def offered_fix(
     diff, _ = unified_diff(data, fixed, display)
     return {"rule": rule_id, "applicability": finding.fix, "diff": diff}
 
-
-def _relative_evidence(value: object, root: Path) -> Any:
-    """Evidence with every absolute ``file:line`` under ``root`` made relative."""
-    if isinstance(value, Mapping):
-        return {str(k): _relative_evidence(v, root) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_relative_evidence(v, root) for v in value]
-    if isinstance(value, str) and value.startswith("/"):
-        match = _LOCATION.fullmatch(value)
-        if match:
-            return f"{relative_path(root, match['file'])}:{match['line']}"
-    return value

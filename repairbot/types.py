@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from repairbot.run_config import DEFAULTS
+
 
 class Applicability(enum.StrEnum):
     """How much a fix can be trusted to keep the script's intent (ruff's vocabulary)."""
@@ -145,6 +147,25 @@ class Site:
     alternatives: tuple[Site, ...] = ()
 
 
+class ForwardStep(str):
+    """One layer along a traced forward pass, in a fix's evidence: the layer, where it was built
+    and the input shape it received. It is its own one-line text in the JSON report and the text
+    report (``Linear(3136, 128) at train.py:39 <- 2x4096``); the Markdown report tabulates its
+    parts."""
+
+    layer: str
+    site: str  # file:line
+    input_shape: str  # 2x4096, or ? when not traced
+
+    def __new__(cls, layer: str, site: str, input_shape: str) -> ForwardStep:
+        step = super().__new__(cls, f"{layer} at {site} <- {input_shape}")
+        step.layer, step.site, step.input_shape = layer, site, input_shape
+        return step
+
+    def __getnewargs__(self) -> tuple[str, str, str]:  # type: ignore[override]  # copy and pickle
+        return self.layer, self.site, self.input_shape
+
+
 @dataclass(frozen=True)
 class Decline:
     """A pattern's reasoned refusal to fix a failure it recognised."""
@@ -216,9 +237,11 @@ class HealthFinding:
 
 @dataclass(frozen=True)
 class RunLimits:
-    batch_size: int = 2
-    max_batches: int = 2
-    max_steps: int = 20
+    """The limits a report states (the run configuration's, repairbot/run_config.py)."""
+
+    batch_size: int = DEFAULTS.batch_size
+    max_batches: int = DEFAULTS.max_batches
+    max_steps: int = DEFAULTS.max_steps
     stopped_at: str | None = None
     # the loops the step budget left early in the last run: {loop, kind, step, steps} (file:line)
     left_loops: tuple[Mapping[str, Any], ...] = ()

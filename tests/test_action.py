@@ -31,6 +31,7 @@ from repairbot.cli import fix as fix_cli
 from repairbot.cli import main
 from repairbot.output.diff import parse_patch, unified_diff
 from repairbot.output.report import report_schema
+from repairbot.run_config import DEFAULTS, SETTINGS
 from tests.support import PYTHON, ROOT, commit_all, copy_project, fixtures, git, init_repo, snapshot
 
 ACTION = ROOT / "action.yml"
@@ -167,6 +168,16 @@ def test_action_inputs_and_outputs() -> None:
     assert action["inputs"]["safe-only"]["default"] == "true"  # CI applies only safe fixes unless told
 
 
+def test_action_inputs_of_the_run_configuration() -> None:
+    """Each setting of the run configuration (repairbot/run_config.py) is an input of action.yml
+    with the same default and help, read by Stage A with that default into its option."""
+    inputs = load(ACTION)["inputs"]
+    for setting in SETTINGS:
+        assert stage_a.INPUT_OPTIONS[setting.option] == setting.input, setting.option
+        assert inputs[setting.input]["default"] == setting.input_default, setting.input
+        assert inputs[setting.input]["description"] == setting.input_help, setting.input
+
+
 def test_every_option_of_fix_is_an_input_or_set_by_the_action() -> None:
     """A new option of `repairbot fix` fails this test until the action passes it (an input
     in stage_a.INPUT_OPTIONS) or says why not (stage_a.NOT_INPUTS)."""
@@ -278,6 +289,8 @@ def test_stage_a_reads_the_command(monkeypatch: pytest.MonkeyPatch, command: str
     inputs = stage_a.read_inputs()
     assert (inputs.script, inputs.module, inputs.args) == (script, module, args)
     assert (inputs.max_attempts, inputs.timeout, inputs.batch_size, inputs.max_batches, inputs.max_steps) == (3, 300.0, 2, 2, 20)
+    assert all(getattr(inputs, s.name) == s.default for s in SETTINGS if not s.flag)
+    assert inputs.no_health is not DEFAULTS.health
     assert inputs.safe_only and not inputs.no_health and not inputs.strict_health and inputs.python == os.path.abspath(PYTHON)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -414,3 +415,54 @@ def test_evidence_locations_are_repository_relative(tmp_path: Path) -> None:
     assert place(Frame(file=str(net), line=3, function="f", user=True)) == "models/net.py:3"
     assert place_in(net, 7) == "models/net.py:7"
     assert place(Frame(file="models/net.py", line=3, function="f", user=True)) == "models/net.py:3"
+
+
+def test_the_run_options_are_the_run_configuration() -> None:
+    """fix's and doctor's limits are RunConfig's fields: one option each, with its default and
+    help, parsed into the RunConfig the API gets; the runner's limits, the report's limits and
+    the harness's config come from the same declaration."""
+    from repairbot import api
+    from repairbot.cli import doctor as doctor_cli
+    from repairbot.cli import fix as fix_cli
+    from repairbot.run_config import DEFAULTS, DOCTOR, FIX, SETTINGS, RunConfig, pop_config
+    from repairbot.trace.runner import Limits, RunRequest
+    from repairbot.types import RunLimits
+
+    for command, name in ((fix_cli, FIX), (doctor_cli, DOCTOR)):
+        options = {opt: param for param in command.params for opt in param.opts}
+        for setting in SETTINGS:
+            if name not in setting.commands:
+                assert setting.option not in options, (name, setting.option)
+                continue
+            param = options[setting.option]
+            assert param.help == setting.help and param.name == setting.parameter
+            assert param.is_flag if setting.flag else param.default == setting.default, setting.option
+        values = command.make_context(name, ["train.py"]).params
+        assert pop_config(values, name) == DEFAULTS == RunConfig()
+        assert not set(values) & {s.parameter for s in SETTINGS}  # taken out: the rest are the API's options
+    given = fix_cli.make_context("fix", ["train.py", "--batch-size", "3", "--max-steps", "7", "--timeout", "9",
+                                         "--max-attempts", "1", "--no-health"]).params
+    config = pop_config(given, FIX)
+    assert config == RunConfig(batch_size=3, max_steps=7, timeout=9.0, max_attempts=1, health=False)
+    assert api.FixOptions(script=Path("t.py")).config == api.DoctorOptions(script=Path("t.py")).config == DEFAULTS
+    # the harness gets every limit it uses from its config, always (it has no defaults of its own)
+    harness = {s.name for s in SETTINGS if s.harness}
+    sent = Limits.of(config).to_json()
+    assert {k: sent[k] for k in harness} == {"batch_size": 3, "max_batches": 2, "max_steps": 7, "health": False}
+    assert set(sent) == {"batch_size", "max_batches", "max_steps", "health", "force_batch_size", "cut_batches", "step_budget"}
+    assert Limits() == Limits.of(DEFAULTS) and RunRequest(script=Path("/t.py")).timeout == DEFAULTS.timeout
+    assert (RunLimits().batch_size, RunLimits().max_batches, RunLimits().max_steps) == (
+        DEFAULTS.batch_size, DEFAULTS.max_batches, DEFAULTS.max_steps)
+
+
+def test_the_readme_states_the_run_configurations_defaults() -> None:
+    from repairbot.run_config import SETTINGS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for setting in SETTINGS:
+        if setting.flag:
+            assert f"| `{setting.option}` / " in readme and "| health on, not strict |" in readme
+            continue
+        row = re.search(rf"^\| `{re.escape(setting.option)} [A-Z]+` \| (?P<default>[^|]+) \|", readme, re.MULTILINE)
+        assert row is not None, setting.option
+        assert row["default"].strip() == setting.input_default, setting.option

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
+from repairbot import api
+from repairbot.classify import candidates
 from repairbot.evidence import Evidence
-from repairbot.loop import LoopOptions, RepairLoop, failure_key
+from repairbot.loop import Located, LoopOptions, RepairLoop, failure_key, run_ended, stop_reason
 from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.run_config import RunConfig
 from repairbot.sources import Sources
 from repairbot.trace.runner import Limits, RunRequest, RunResult
 from repairbot.types import (
@@ -305,3 +309,87 @@ def test_candidates_stay_within_the_attempt_budget(script: Path) -> None:
     result = loop(script, ScriptedRunner(script, behave), patterns=(Candidates(),), max_attempts=1).run()
     assert result.status is Status.GAVE_UP
     assert len(result.attempts) == 1
+
+
+class Diagnosed(Boom):
+    """Toy diagnose-only pattern: recognises a BoomError and never edits."""
+
+    ID = "boom-diagnosed"
+    FIXES = False
+    REMEDY = "defuse it by hand"
+
+    def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
+        return self.decline("diagnosed, never edited", diagnosis=self.remedy())
+
+
+def stopped() -> RunResult:
+    return RunResult(RunStatus.STOPPED, 0, 0.1, None, Evidence(outcome="stopped", exit_code=0))
+
+
+def timed_out() -> RunResult:
+    return RunResult(RunStatus.TIMEOUT, None, 10.0, None, None)
+
+
+@pytest.mark.parametrize(("outcome", "reason"), [
+    (lambda script: passed(), StopReason.PASSING),
+    (lambda script: stopped(), StopReason.TIMEOUT),
+    (lambda script: timed_out(), StopReason.TIMEOUT),
+    (lambda script: failed(script, "BoomError", "boom1"), StopReason.DIAGNOSED),
+    (lambda script: failed(script, "ValueError", "no pattern knows this"), StopReason.NO_PATTERN),
+    (lambda script: failed(script, "ValueError", "in a library", user=False), StopReason.NO_USER_FRAME),
+    (lambda script: failed(script, "ModuleNotFoundError", "No module named 'wandb'"), StopReason.ENVIRONMENT),
+])
+def test_fix_and_doctor_stop_for_the_same_reason(
+    script: Path, outcome: Callable[[Path], RunResult], reason: StopReason
+) -> None:
+    """One setup and one ladder of stop reasons: a run that ends the same way stops fix and
+    doctor for the same reason, with the same limits in the report."""
+    config = RunConfig(batch_size=3, max_batches=4, max_steps=5, timeout=6.0)
+    reports = []
+    for command in ("fix", "doctor"):
+        runner = ScriptedRunner(script, lambda source, request: outcome(script))
+        common = dict(script=script, cwd=script.parent, python=sys.executable, config=config)
+        if command == "fix":
+            report = api.repair(api.FixOptions(**common, dry_run=True), runner=runner, patterns=(Diagnosed(),))  # type: ignore[arg-type]
+        else:
+            report = api.doctor(api.DoctorOptions(**common), runner=runner, patterns=(Diagnosed(),))  # type: ignore[arg-type]
+        (request,) = runner.requests
+        assert (request.limits, request.timeout) == (Limits(3, 4, 5), 6.0)
+        reports.append(report)
+    fix, doctor = reports
+    assert fix.stop_reason is doctor.stop_reason is reason
+    assert fix.run_limits == doctor.run_limits and fix.run_limits.batch_size == 3
+    assert [a.failure_file for a in fix.attempts] == [a.failure_file for a in doctor.attempts]
+
+
+def test_the_stop_reason_ladder() -> None:
+    frame = Frame("/p/train.py", 1, "<module>", "x", user=True)
+    run = RunResult(RunStatus.FAILED, 1, 0.1, Failure("BoomError", "boom1", frames=(frame,)), None)
+    (candidate,) = candidates(run.failure, (Boom(),))  # type: ignore[arg-type]
+    assert stop_reason(run, [candidate], []) is StopReason.NO_PATTERN  # a fixing pattern that found nothing
+    assert stop_reason(run, [candidate], [Decline("boom", "no", diagnosis="do this")]) is StopReason.DIAGNOSED
+    (diagnosed,) = candidates(run.failure, (Diagnosed(),))  # type: ignore[arg-type]
+    assert stop_reason(run, [diagnosed], []) is StopReason.DIAGNOSED
+    assert run_ended(run) is None and run_ended(passed()) is StopReason.PASSING
+    assert run_ended(stopped()) is run_ended(timed_out()) is StopReason.TIMEOUT
+
+
+def test_locate_answers_one_type(script: Path) -> None:
+    """A rewrite to verify with the declines before it, or none with every decline."""
+
+    class Declines(Boom):
+        ID = "declines"
+
+        def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
+            return self.decline("not this one")
+
+    repair = loop(script, ScriptedRunner(script, booms(script)), patterns=(Declines(), Boom()))
+    failure = failed(script, "BoomError", "boom1").failure
+    assert failure is not None
+    ranked = candidates(failure, repair.options.patterns)
+    located = repair._locate(failure, ranked, None, set())
+    assert isinstance(located, Located) and located.rewrite is not None
+    assert located.rewrite.site.pattern == "boom" and b'"ok"' in located.rewrite.new_bytes
+    assert [d.reason for d in located.declines] == ["not this one"]
+    nothing = repair._locate(failure, ranked[:1], None, set())
+    assert nothing.rewrite is None and [d.pattern for d in nothing.declines] == ["declines"]

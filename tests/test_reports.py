@@ -8,8 +8,10 @@ Real reports come from ``repairbot fix --dry-run`` on every fixture, each run on
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
+import pickle
 import random
 import re
 from dataclasses import replace
@@ -25,7 +27,7 @@ from rich.console import Console
 from repairbot import api, cli
 from repairbot.output.diff import PatchError, apply_patch, parse_patch, split_lines, unified_diff
 from repairbot.output.markdown import code, escape, fenced, render_markdown
-from repairbot.output.report import render_text, report_schema
+from repairbot.output.report import evidence_line, render_json, render_text, report_schema
 from repairbot.output.sarif import render_sarif, replacements
 from repairbot.registry import all_patterns
 from repairbot.types import (
@@ -34,6 +36,7 @@ from repairbot.types import (
     Decline,
     Failure,
     Fix,
+    ForwardStep,
     Frame,
     Outcome,
     RepairReport,
@@ -278,7 +281,7 @@ def _report(tmp_path: Path) -> RepairReport:
         evidence={"x": 1}, evidence_text="traced `x` | 2x512 *star*", notes=("a note with <i>",),
     )
     evidence = {
-        "forward_pass": ["Linear(256, 10) at model.py:4 <- 2x512"],
+        "forward_pass": [ForwardStep("Linear(256, 10)", "model.py:4", "2x512")],
         "input": {"kind": "tensor", "shape": [2, 512], "dtype": "torch.float32", "device": "cpu", "requires_grad": True},
         "model": {"kind": "module", "type": "Net", "devices": ["cpu", "cuda:0"], "site": "model.py:4"},
         "traced_input_shape": [2, 512],
@@ -332,6 +335,24 @@ def test_markdown_renders_evidence_context_and_diagnosis(tmp_path: Path) -> None
     assert "<td>device count</td>\n<td><code>0</code></td>" in rendered
     assert "ended by the step budget at <code>model.py:5</code>, in a loop outside your code (not a pass)" in rendered
     assert "loops left by the step budget (the script went on after them): <code>model.py:7</code> (for, after 20 steps)" in rendered
+
+
+def test_a_forward_step_is_its_text_in_json_and_text_and_a_table_row_in_markdown(tmp_path: Path) -> None:
+    report = _report(tmp_path)
+    step = report.attempts[0].evidence["forward_pass"][0]
+    assert step == "Linear(256, 10) at model.py:4 <- 2x512"  # the JSON report's string, as before
+    assert json.loads(render_json(report))["attempts"][0]["failure"]["evidence"]["forward_pass"] == [step]
+    assert "forward_pass=[Linear(256, 10) at model.py:4 <- 2x512]" in evidence_line(report.attempts[0].evidence)
+    assert copy.deepcopy(step).site == pickle.loads(pickle.dumps(step)).site == "model.py:4"
+    # the table comes from the step's parts; a string that only looks like one is never parsed
+    look_alike = replace(report.attempts[0], evidence={"forward_pass": [str(step)]})
+    rendered = html(render_markdown(replace(report, attempts=(look_alike,)), tmp_path))
+    assert "<th>layer</th>" not in rendered and "<code>Linear(256, 10) at model.py:4 &lt;- 2x512</code>" in rendered
+    # a place with spaces (a notebook's "NB.ipynb, cell 3, line 1", a folder name) is a table cell too
+    spaced = ForwardStep("Linear(256, 10)", "my model/model.py:4", "2x512")
+    with_spaces = replace(report.attempts[0], evidence={"forward_pass": [spaced]})
+    rendered = html(render_markdown(replace(report, attempts=(with_spaces,)), tmp_path))
+    assert "<td><code>my model/model.py:4</code></td>" in rendered
 
 
 def test_markdown_shows_the_line_the_run_saw_when_the_fix_is_in_the_working_tree(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from repairbot.evidence import Evidence, LayerSite, LinearTrace
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.provenance import LITERAL, integer_value, is_literal, written_at
 from repairbot.sources import Sources, report_path
-from repairbot.types import Applicability, Decline, Failure, Site, Span
+from repairbot.types import Applicability, Decline, Failure, ForwardStep, Site, Span
 
 _SHAPES = r"\((?P<rows>\d+)x(?P<cols>\d+) and (?P<in_features>\d+)x(?P<out_features>\d+)\)"
 
@@ -206,8 +206,10 @@ class LinearInFeatures(Pattern):
             )
         shape = "x".join(map(str, linear.input_shape or (needed,)))
         traced = [
-            f"{lt.type}({lt.in_features}, {lt.out_features}) at {place_in(Path(lt.site.file), lt.site.line)}"
-            f" <- {'x'.join(map(str, lt.input_shape)) if lt.input_shape else '?'}"
+            ForwardStep(
+                f"{lt.type}({lt.in_features}, {lt.out_features})", place_in(Path(lt.site.file), lt.site.line),
+                "x".join(map(str, lt.input_shape)) if lt.input_shape else "?",
+            )
             for lt in (evidence.linears if evidence else ())
             if lt.site is not None and (lt.calls or lt is linear)
         ]

@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run by path, as action.yml does
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from repairbot.action.github import annotation, append_summary, group, set_outputs
+from repairbot.run_config import BY_NAME
 
 ACTION_ROOT = Path(__file__).resolve().parents[2]
 REPORT = "report.json"
@@ -105,7 +106,9 @@ def _raw(name: str, default: str) -> str:
     return os.environ.get(f"INPUT_{name.upper().replace('-', '_')}", "").strip() or default
 
 
-def _number(name: str, default: str, kind: type[int] | type[float]) -> Any:
+def _number(setting: str) -> Any:
+    """The input of a numeric setting of the run configuration (its default where it is empty)."""
+    name, default, kind = BY_NAME[setting].input, BY_NAME[setting].input_default, BY_NAME[setting].type
     raw = _raw(name, default)
     try:
         value = kind(raw)
@@ -167,15 +170,15 @@ def read_inputs() -> Inputs:
     inputs = Inputs(
         script=script, module=module, args=args,
         python=_project_python(_raw("python", "python")),
-        max_attempts=_number("max-attempts", "3", int),
-        timeout=_number("timeout", "300", float),
-        batch_size=_number("batch-size", "2", int),
-        max_batches=_number("max-batches", "2", int),
-        max_steps=_number("max-steps", "20", int),
+        max_attempts=_number("max_attempts"),
+        timeout=_number("timeout"),
+        batch_size=_number("batch_size"),
+        max_batches=_number("max_batches"),
+        max_steps=_number("max_steps"),
         safe_only=_flag("safe-only", "true"),
         patterns=_ids("pattern"),
         excludes=_ids("exclude"),
-        no_health=_flag("no-health", "false"),
+        no_health=_flag(BY_NAME["health"].input, BY_NAME["health"].input_default),
         strict_health=_flag("strict-health", "false"),
     )
     if inputs.no_health and inputs.strict_health:

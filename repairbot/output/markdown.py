@@ -29,6 +29,7 @@ from repairbot.types import (
     Attempt,
     Decline,
     Failure,
+    ForwardStep,
     HealthFinding,
     Outcome,
     RepairReport,
@@ -49,8 +50,6 @@ _HEADLINES = {
     Status.ERROR: "could not run",
 }
 _ICONS = {Status.FIXED: "✅", Status.ALREADY_PASSING: "✅", Status.GAVE_UP: "❌", Status.ERROR: "⚠️"}
-# "Linear(3136, 128) at train.py:39 <- 2x4096", as linear-in-features records its forward pass
-_FORWARD_STEP = re.compile(r"^(?P<layer>.+?) at (?P<site>\S+:\d+) <- (?P<input>\S+)$")
 _EVIDENCE_KINDS = frozenset({"tensor", "module", "device", "device-string"})
 
 # --------------------------------------------------------------------------------------------
@@ -262,10 +261,9 @@ def _forward_pass_table(steps: Sequence[Any]) -> str | None:
     """The Linear layers along the forward pass, with the shape each received."""
     rows = []
     for step in steps:
-        match = _FORWARD_STEP.match(str(step))
-        if match is None:
+        if not isinstance(step, ForwardStep):
             return None
-        rows.append(f"| {cell(code(match['layer']))} | {cell(code(match['site']))} | {cell(code(match['input']))} |")
+        rows.append(f"| {cell(code(step.layer))} | {cell(code(step.site))} | {cell(code(step.input_shape))} |")
     header = "| layer | built at | traced input |\n| --- | --- | --- |"
     return "\n".join([header, *rows])
 

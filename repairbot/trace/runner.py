@@ -23,13 +23,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
 
 from repairbot.evidence import Evidence, evidence_from_json
+from repairbot.run_config import DEFAULTS, SETTINGS, RunConfig
 from repairbot.tracebacks import parse_log
 from repairbot.types import Failure, RunStatus
 
@@ -40,29 +41,28 @@ OUTPUT_TAIL_BYTES = 256 * 1024
 
 @dataclass(frozen=True)
 class Limits:
-    """The harness's limits for one run; each can be switched off on its own."""
+    """The harness's limits for one run; each can be switched off on its own. The settings come
+    from the run configuration (repairbot/run_config.py: those marked ``harness``)."""
 
-    batch_size: int = 2
-    max_batches: int = 2
-    max_steps: int = 20
+    batch_size: int = DEFAULTS.batch_size
+    max_batches: int = DEFAULTS.max_batches
+    max_steps: int = DEFAULTS.max_steps
     force_batch_size: bool = True
     cut_batches: bool = True
     step_budget: bool = True
-    health: bool = True  # the run-time health checks (off with --no-health)
+    health: bool = DEFAULTS.health  # the run-time health checks (off with --no-health)
+
+    @classmethod
+    def of(cls, config: RunConfig) -> Limits:
+        """The limits a run configuration sets."""
+        return cls(**{s.name: getattr(config, s.name) for s in SETTINGS if s.harness})
 
     def without_batch_forcing(self) -> Limits:
         return replace(self, force_batch_size=False)
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "batch_size": self.batch_size,
-            "max_batches": self.max_batches,
-            "max_steps": self.max_steps,
-            "force_batch_size": self.force_batch_size,
-            "cut_batches": self.cut_batches,
-            "step_budget": self.step_budget,
-            "health": self.health,
-        }
+        """Every limit, always: the harness takes each one from its config, it has no defaults."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class RunRequest:
     cwd: Path | None = None
     python: str = sys.executable
     limits: Limits = field(default_factory=Limits)
-    timeout: float = 300.0
+    timeout: float = DEFAULTS.timeout
     overlay: Mapping[Path, bytes] = field(default_factory=dict)  # candidate sources by path
     env: Mapping[str, str] = field(default_factory=dict)
     guard_files: bool = True
