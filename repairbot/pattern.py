@@ -28,6 +28,7 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from repairbot.edits import EditError, Rewrite, SiteNodes, apply_edits
 from repairbot.evidence import Evidence
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -113,6 +114,8 @@ class Pattern:
     # confirmation run at the script's own batch size is never needed.
     BATCH_INVARIANT: ClassVar[bool] = False
     Transformer: ClassVar[type[SiteTransformer]]
+    # The rewrites (frozen dataclasses of the fix's parameters) that this pattern's sites carry.
+    REWRITES: ClassVar[tuple[type[Rewrite], ...]] = ()
 
     def match(self, failure: Failure) -> re.Match[str] | None:
         """The first signature that matches the failure itself (not its causes)."""
@@ -129,6 +132,34 @@ class Pattern:
         raise NotImplementedError
 
     def transform(self, site: Site, wrapper: MetadataWrapper) -> cst.Module:
+        """The module with the fix applied at ``site`` (the wrapper's module, untouched elsewhere):
+        the edits of the site's rewrite, made by the one applier."""
+        where = f"{site.file}:{site.span.line}"
+        if site.rewrite is None:
+            return self._transform_legacy(site, wrapper)
+        nodes = SiteNodes(site, wrapper)
+        if not isinstance(site.rewrite, self.REWRITES):
+            raise TransformError(f"{self.ID}: a site carrying {type(site.rewrite).__name__}, not one of this pattern's rewrites")
+        try:
+            edits = site.rewrite.edits(nodes)
+            unresolved = nodes.unresolved()
+            if unresolved:
+                raise EditError(f"no edit at {', '.join(f'{s.line}:{s.col}' for s in unresolved)}")
+            result = apply_edits(wrapper.module, edits)
+        except (EditError, cst.CSTValidationError, cst.CSTLogicError, ValueError, TypeError, AttributeError,
+                LookupError, AssertionError) as error:
+            # A site that does not hold the node the rewrite edits (the source changed under
+            # it, say) is a refusal like any other, never a crash of the repair.
+            raise TransformError(f"{self.ID}: the rewrite does not apply at {where}: {error}") from error
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the user's own invalid escapes and the like
+                compile(result.code, where, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as error:
+            raise TransformError(f"{self.ID}: the rewrite at {where} is not valid Python: {error}") from error
+        return result
+
+    def _transform_legacy(self, site: Site, wrapper: MetadataWrapper) -> cst.Module:
         """The module with the fix applied at ``site`` (the wrapper's module, untouched elsewhere)."""
         transformer = self.Transformer(site)
         where = f"{site.file}:{site.span.line}"

@@ -8,7 +8,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from repairbot.edits import Rewrite
 
 
 class Applicability(enum.StrEnum):
@@ -130,7 +133,7 @@ class Site:
     pattern: str
     file: str  # absolute path of the file to change
     span: Span  # the node the transformer may touch, in the current source
-    params: Mapping[str, Any]  # rewrite parameters, read by the pattern's transformer
+    params: Mapping[str, Any] = field(default_factory=dict, kw_only=True)  # rewrite parameters, read by the pattern's transformer
     summary: str  # the report's "Fix:" line
     applicability: Applicability
     evidence: Mapping[str, Any] = field(default_factory=dict)  # what backs the fix (JSON)
@@ -140,6 +143,7 @@ class Site:
     extra_spans: tuple[Span, ...] = ()
     # Next candidates for the same failure, tried in order when this one's rerun fails.
     alternatives: tuple[Site, ...] = ()
+    rewrite: Rewrite | None = None
 
 
 @dataclass(frozen=True)

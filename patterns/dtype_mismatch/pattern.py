@@ -22,9 +22,10 @@ from repairbot.codemod import (
     source_lines,
     walk,
 )
+from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.facts import Source, dtype_name, events, place, place_in, reads, shape_text, source
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import integer_value, parameter_names
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
@@ -71,14 +72,13 @@ def _reduced(dtype: str) -> bool:
 # -- the transformer --------------------------------------------------------------------------
 
 
-class CastToFloat(SiteTransformer):
+@dataclass(frozen=True)
+class CastToFloat(Rewrite):
     """Appends ``.float()`` to the tensor-creating call at the site, nothing else."""
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        return method_call(updated_node, "float")
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        return [Edit(call, method_call(call, "float"))]
 
 
 # -- the pattern -------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ class DtypeMismatch(Pattern):
     EVIDENCE = frozenset({"locals", "failing_module"})
     # A dtype does not depend on how many samples a batch holds.
     BATCH_INVARIANT = True
-    Transformer = CastToFloat
+    REWRITES = (CastToFloat,)
 
     def match(self, failure: Failure) -> re.Match[str] | None:
         for sig in self.SIGNATURES:
@@ -1046,7 +1046,7 @@ class _Tracer:
             pattern=self.pattern.ID,
             file=str(file.path),
             span=span,
-            params={"method": "float"},
+            rewrite=CastToFloat(),
             summary=f"Added .float() to {code} at {where}: the float64 tensor made there reached {operation} "
             f"({against}) as {seen}",
             applicability=self.pattern.APPLICABILITY,
