@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
+from repairbot.codemod import spans
 from repairbot.types import Span
 
 if TYPE_CHECKING:
@@ -115,8 +116,7 @@ class SiteNodes:
         self.resolved: set[Span] = set()
         wanted = {site.span, *site.extra_spans}
         self._at: dict[Span, list[cst.CSTNode]] = {span: [] for span in wanted}
-        for node, where in wrapper.resolve(PositionProvider).items():
-            span = Span(where.start.line, where.start.column, where.end.line, where.end.column)
+        for node, span in spans(wrapper).items():
             if span in wanted:
                 self._at[span].append(node)
         self._parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None

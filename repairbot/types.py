@@ -132,8 +132,8 @@ class Site:
 
     pattern: str
     file: str  # absolute path of the file to change
-    span: Span  # the node the transformer may touch, in the current source
-    params: Mapping[str, Any] = field(default_factory=dict, kw_only=True)  # rewrite parameters, read by the pattern's transformer
+    span: Span  # the node the rewrite edits, in the current source
+    rewrite: Rewrite  # the fix, with its typed parameters (what the pattern's locate decided)
     summary: str  # the report's "Fix:" line
     applicability: Applicability
     evidence: Mapping[str, Any] = field(default_factory=dict)  # what backs the fix (JSON)
@@ -143,7 +143,6 @@ class Site:
     extra_spans: tuple[Span, ...] = ()
     # Next candidates for the same failure, tried in order when this one's rerun fails.
     alternatives: tuple[Site, ...] = ()
-    rewrite: Rewrite | None = None
 
 
 @dataclass(frozen=True)

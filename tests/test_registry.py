@@ -37,7 +37,7 @@ def test_pattern_metadata(pattern: Pattern) -> None:
     for section in DOC_SECTIONS:
         assert sections.get(section), f"docstring section {section!r} missing"
     if pattern.FIXES:
-        assert pattern.Transformer is not None
+        assert pattern.REWRITES, "a fixing pattern declares the rewrites its sites carry"
     else:
         assert pattern.REMEDY, "a diagnose-only pattern states the standard remedy"
         assert pattern.APPLICABILITY is Applicability.DISPLAY_ONLY
