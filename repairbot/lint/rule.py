@@ -34,6 +34,7 @@ from typing import ClassVar
 import libcst as cst
 
 from repairbot.codemod import ImportTable, dotted_name, is_torch_name
+from repairbot.edits import Replacement
 from repairbot.lint.walk import descendants
 from repairbot.types import Applicability
 
@@ -43,7 +44,6 @@ DOC_SECTIONS = ("What it finds", "Why it matters", "Fix safety", "Not handled")
 OPTIONAL_SECTIONS = ("Differs from TorchFix",)
 ALL_SECTIONS = DOC_SECTIONS + OPTIONAL_SECTIONS
 
-Replacement = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]
 
 
 @dataclass(frozen=True)
