@@ -20,16 +20,13 @@ import abc
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
 from repairbot.codemod import spans
-from repairbot.types import Span
-
-if TYPE_CHECKING:
-    from repairbot.types import Site
+from repairbot.types import Site, Span
 
 Replacement = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]
 N = TypeVar("N", bound=cst.CSTNode)
