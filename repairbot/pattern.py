@@ -10,8 +10,10 @@ fixes``, ``Why it fails``, ``Example``, ``Fix safety``, ``Not handled``). It dec
 - ``EVIDENCE``: the probes it reads from a traced run;
 - ``locate(...)``: from the failure, the signature match and the traced evidence, the fix site
   (a ``Site``), or a reasoned ``Decline``. Pure: it reads only the parsed sources it is given;
-- ``Transformer``: a LibCST transformer built from the ``Site`` that rewrites only the node at
-  the site's span.
+- ``REWRITES``: the ``Rewrite`` classes its sites carry (repairbot/edits.py): each a frozen
+  dataclass of the fix's typed parameters whose ``edits`` asks for the node at each of the
+  site's spans, by the node type it edits, and returns the edits (node -> replacement); the
+  one applier makes them, by node identity, and checks that each landed exactly once.
 
 ``repairbot.unit.discover`` finds the pattern folders; there is no list to edit.
 """
@@ -25,8 +27,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper
 
+from repairbot.edits import EditError, Rewrite, SiteNodes, apply_edits
 from repairbot.evidence import Evidence
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -66,26 +69,6 @@ def span_of(code_range: CodeRange) -> Span:
     return Span(code_range.start.line, code_range.start.column, code_range.end.line, code_range.end.column)
 
 
-class SiteTransformer(cst.CSTTransformer):
-    """Base of every pattern's transformer: knows its site and touches only that node."""
-
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def __init__(self, site: Site) -> None:
-        super().__init__()
-        self.site = site
-        self.changes = 0
-
-    def span(self, node: cst.CSTNode) -> Span:
-        return span_of(self.get_metadata(PositionProvider, node))
-
-    def at_site(self, node: cst.CSTNode) -> bool:
-        return self.span(node) == self.site.span
-
-    def at_extra_site(self, node: cst.CSTNode) -> bool:
-        return self.span(node) in self.site.extra_spans
-
-
 class Pattern(Unit):
     """Base class of every pattern; see the module docstring."""
 
@@ -115,7 +98,8 @@ class Pattern(Unit):
     # True when the failure cannot be caused by the harness forcing a smaller batch size, so a
     # confirmation run at the script's own batch size is never needed.
     BATCH_INVARIANT: ClassVar[bool] = False
-    Transformer: ClassVar[type[SiteTransformer]]
+    # The rewrites (frozen dataclasses of the fix's parameters) that this pattern's sites carry.
+    REWRITES: ClassVar[tuple[type[Rewrite], ...]] = ()
 
     def match(self, failure: Failure) -> re.Match[str] | None:
         """The first signature that matches the failure itself (not its causes)."""
@@ -132,19 +116,23 @@ class Pattern(Unit):
         raise NotImplementedError
 
     def transform(self, site: Site, wrapper: MetadataWrapper) -> cst.Module:
-        """The module with the fix applied at ``site`` (the wrapper's module, untouched elsewhere)."""
-        transformer = self.Transformer(site)
+        """The module with the fix applied at ``site`` (the wrapper's module, untouched elsewhere):
+        the edits of the site's rewrite, made by the one applier."""
         where = f"{site.file}:{site.span.line}"
+        if not isinstance(site.rewrite, self.REWRITES):
+            raise TransformError(f"{self.ID}: a site carrying {type(site.rewrite).__name__}, not one of this pattern's rewrites")
+        nodes = SiteNodes(site, wrapper)
         try:
-            result = wrapper.visit(transformer)
-        except (cst.CSTValidationError, cst.CSTLogicError, ValueError, TypeError, AttributeError,
+            edits = site.rewrite.edits(nodes)
+            unresolved = nodes.unresolved()
+            if unresolved:
+                raise EditError(f"the rewrite never asked for the node at {', '.join(f'{s.line}:{s.col}' for s in unresolved)}")
+            result = apply_edits(wrapper.module, edits)
+        except (EditError, cst.CSTValidationError, cst.CSTLogicError, ValueError, TypeError, AttributeError,
                 LookupError, AssertionError) as error:
-            # A site that does not hold the node the transformer expects (the source changed
-            # under it, say) is a refusal like any other, never a crash of the repair.
+            # A site that does not hold the node the rewrite edits (the source changed under
+            # it, say) is a refusal like any other, never a crash of the repair.
             raise TransformError(f"{self.ID}: the rewrite does not apply at {where}: {error}") from error
-        expected = 1 + len(site.extra_spans)
-        if transformer.changes != expected:
-            raise TransformError(f"{self.ID}: expected {expected} change(s) at {where}, made {transformer.changes}")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the user's own invalid escapes and the like
@@ -178,4 +166,4 @@ class Pattern(Unit):
 
 
 class TransformError(Exception):
-    """A transformer did not make exactly the one change its site asked for."""
+    """A pattern's rewrite does not apply at its site (its edits, or the code they leave)."""

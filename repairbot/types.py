@@ -8,7 +8,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from repairbot.edits import Rewrite
 
 from repairbot.run_config import DEFAULTS
 
@@ -134,8 +137,8 @@ class Site:
 
     pattern: str
     file: str  # absolute path of the file to change
-    span: Span  # the node the transformer may touch, in the current source
-    params: Mapping[str, Any]  # rewrite parameters, read by the pattern's transformer
+    span: Span  # the node the rewrite edits, in the current source
+    rewrite: Rewrite  # the fix, with its typed parameters (what the pattern's locate decided)
     summary: str  # the report's "Fix:" line
     applicability: Applicability
     evidence: Mapping[str, Any] = field(default_factory=dict)  # what backs the fix (JSON)

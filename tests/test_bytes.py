@@ -236,8 +236,9 @@ def test_latin1_file_with_a_coding_cookie(tmp_path: Path) -> None:
     source = b"# -*- coding: latin-1 -*-\n# r\xe9sum\xe9 of the run\nimport torch\nstate = torch.load('best.pt')\n"
     path.write_bytes(source)
     pattern = next(p for p in registry.all_patterns() if p.ID == "map-location")
+    (add_map_location,) = pattern.REWRITES  # the class of the module the registry loaded
     site = Site(
-        pattern=pattern.ID, file=str(path), span=Span(4, 8, 4, 29), params={"map_location": "'cpu'"},
+        pattern=pattern.ID, file=str(path), span=Span(4, 8, 4, 29), rewrite=add_map_location("'cpu'"),
         summary="", applicability=Applicability.SAFE,
     )
     result = pattern.transform(site, Sources().metadata(path)).bytes

@@ -461,26 +461,11 @@ def transformed(pattern: Pattern, site: Site, data: bytes) -> bytes:
 
 
 def retarget(site: Site, moves: Mapping[Span, Span]) -> Site:
-    """The site with its spans moved, in ``params`` too: some patterns keep the positions of
-    their edits there (a ``[line, col, end_line, end_col]`` list, a ``str(Span)`` key)."""
-
-    def move(value: Any) -> Any:
-        if isinstance(value, str):
-            return next((str(new) for old, new in moves.items() if value == str(old)), value)
-        if isinstance(value, list | tuple) and len(value) == 4 and all(type(v) is int for v in value):
-            new = moves.get(Span(*value))
-            return value if new is None else type(value)(dataclasses.astuple(new))
-        if isinstance(value, Mapping):
-            return {move(key): move(item) for key, item in value.items()}
-        if isinstance(value, list | tuple):
-            return type(value)(move(item) for item in value)
-        return value
-
+    """The site with its spans moved (a rewrite's parameters hold no positions)."""
     return dataclasses.replace(
         site,
         span=moves.get(site.span, site.span),
         extra_spans=tuple(moves.get(span, span) for span in site.extra_spans),
-        params=move(dict(site.params)),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
@@ -12,9 +13,10 @@ import pytest
 
 from repairbot import api
 from repairbot.classify import candidates
+from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.loop import Located, LoopOptions, RepairLoop, failure_key, run_ended, stop_reason
-from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.pattern import Pattern, signature
 from repairbot.run_config import RunConfig
 from repairbot.sources import Sources
 from repairbot.trace.runner import Limits, RunRequest, RunResult
@@ -35,12 +37,13 @@ from repairbot.types import (
 SCRIPT = 'a = "boom1"\nb = "boom2"\nprint(a, b)\n'
 
 
-class Defuse(SiteTransformer):
-    def leave_SimpleString(self, original_node: cst.SimpleString, updated_node: cst.SimpleString) -> cst.BaseExpression:
-        if self.at_site(original_node):
-            self.changes += 1
-            return updated_node.with_changes(value=f'"{self.site.params["value"]}"')
-        return updated_node
+@dataclass(frozen=True)
+class Defuse(Rewrite):
+    value: str
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        string = nodes.node(cst.SimpleString)
+        return [Edit(string, string.with_changes(value=f'"{self.value}"'))]
 
 
 class Boom(Pattern):
@@ -50,7 +53,7 @@ class Boom(Pattern):
     TITLE = "toy"
     APPLICABILITY = Applicability.SAFE
     SIGNATURES = (signature("BoomError", r"(?P<name>boom\d)"),)
-    Transformer = Defuse
+    REWRITES = (Defuse,)
     replacement = "ok"
 
     def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
@@ -62,7 +65,7 @@ class Boom(Pattern):
             if isinstance(node, cst.SimpleString) and match["name"] in node.value:
                 return Site(
                     pattern=self.ID, file=frame.file, span=Span(span.start.line, span.start.column, span.end.line, span.end.column),
-                    params={"value": self.replacement}, summary=f"defused {match['name']}", applicability=self.APPLICABILITY,
+                    rewrite=Defuse(self.replacement), summary=f"defused {match['name']}", applicability=self.APPLICABILITY,
                 )
         return self.decline("no such string")
 
@@ -281,7 +284,7 @@ class Candidates(Boom):
         found = super().locate(failure, match, evidence, sources)
         if isinstance(found, Decline) or match["name"] != "boom1":
             return found
-        wrong = Site(**{**found.__dict__, "params": {"value": "bad"}, "evidence": {"candidate": "first"}})
+        wrong = Site(**{**found.__dict__, "rewrite": Defuse("bad"), "evidence": {"candidate": "first"}})
         return Site(**{**wrong.__dict__, "alternatives": (found,)})
 
 

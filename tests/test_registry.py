@@ -41,7 +41,7 @@ def test_pattern_metadata(pattern: Pattern) -> None:
     assert pattern.SIGNATURES
     assert pattern.undocumented() == [], "docstring sections missing"
     if pattern.FIXES:
-        assert pattern.Transformer is not None
+        assert pattern.REWRITES, "a fixing pattern declares the rewrites its sites carry"
     else:
         assert pattern.REMEDY, "a diagnose-only pattern states the standard remedy"
         assert pattern.APPLICABILITY is Applicability.DISPLAY_ONLY

@@ -14,7 +14,7 @@ import json
 import pickle
 import random
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from markdown_it import MarkdownIt
 from rich.console import Console
 
 from repairbot import api, cli
+from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.output.diff import PatchError, apply_patch, parse_patch, split_lines, unified_diff
 from repairbot.output.markdown import code, escape, fenced, render_markdown
 from repairbot.output.report import evidence_line, render_json, render_text, report_schema
@@ -56,6 +57,14 @@ from tests.support import (
 
 SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "schemas" / "sarif-schema-2.1.0.json").read_text())
 FIXTURES = fixtures()
+
+
+@dataclass(frozen=True)
+class _Rendered(Rewrite):
+    """The rewrite of a site that is only reported here, never applied."""
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        raise AssertionError("a rendered site is not applied")
 
 
 def validate_report(report: dict[str, Any]) -> None:
@@ -276,7 +285,8 @@ def _report(tmp_path: Path) -> RepairReport:
                   col=4, end_line=5, end_col=9)
     failure = Failure("RuntimeError", HOSTILE, frames=(frame,))
     site = Site(
-        pattern="linear-in-features", file=str(tmp_path / "model.py"), span=Span(4, 5, 4, 18), params={},
+        pattern="linear-in-features", file=str(tmp_path / "model.py"), span=Span(4, 5, 4, 18),
+        rewrite=_Rendered(),
         summary="Changed make(256, 10) to make(512, 10) <b>bold</b>", applicability=Applicability.SAFE,
         evidence={"x": 1}, evidence_text="traced `x` | 2x512 *star*", notes=("a note with <i>",),
     )

@@ -27,25 +27,25 @@ from repairbot.analysis import (
     source,
 )
 from repairbot.codemod import append_keyword, replace_arg_value
+from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
 _TRAINING_CALLS = ("backward", "step")
 
 
-class DropLast(SiteTransformer):
+@dataclass(frozen=True)
+class DropLast(Rewrite):
     """Adds ``drop_last=True`` to the DataLoader call (or turns ``drop_last=False`` into True)."""
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        existing = keyword_arg(updated_node, "drop_last")
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        existing = keyword_arg(call, "drop_last")
         if existing is not None:
-            return replace_arg_value(updated_node, existing, cst.Name("True"))
-        return append_keyword(updated_node, "drop_last", cst.Name("True"))
+            return [Edit(call, replace_arg_value(call, existing, cst.Name("True")))]
+        return [Edit(call, append_keyword(call, "drop_last", cst.Name("True")))]
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class BatchnormSingleSample(Pattern):
             + r"\s*(?:torch\.Size\()?\[(?P<size>[\d,\s]*)\]",
         ),
     )
-    Transformer = DropLast
+    REWRITES = (DropLast,)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -199,7 +199,7 @@ class BatchnormSingleSample(Pattern):
             pattern=self.ID,
             file=str(loader.src.path),
             span=loader.src.positions[call],
-            params={},
+            rewrite=DropLast(),
             summary=f"{'Set' if drop is not None else 'Added'} drop_last=True {'in' if drop is not None else 'to'} {old}: its last batch holds a single sample, which {norm} cannot normalise",
             applicability=self.APPLICABILITY,
             evidence={"norm": dict(module or {}), "input_size": size, "loader": loader.name,

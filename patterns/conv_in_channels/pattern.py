@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,9 @@ from repairbot.analysis import (
     source,
 )
 from repairbot.codemod import method_call, replace_arg_value
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
@@ -44,34 +46,34 @@ def _ints(text: str | None) -> list[int]:
     return [int(v) for v in re.findall(r"\d+", text or "")]
 
 
-class SetInChannels(SiteTransformer):
-    """Replaces the value of the Conv call's ``in_channels`` argument, or (``mode`` permute) moves
-    the channels of the expression that makes the batch first; nothing else."""
+@dataclass(frozen=True)
+class SetInChannels(Rewrite):
+    """Replaces the value of the Conv call's ``in_channels`` argument, nothing else."""
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        # the batch already reordered right there (a second application): leave it alone
-        if (self.site.params.get("mode") == "permute" and isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Attribute) and node.func.attr.value == "permute"
-                and self.at_site(node.func.value)):
-            return False
-        return super().on_visit(node)
+    in_channels: int
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
-        if (self.site.params.get("mode") == "permute" and isinstance(updated_node, cst.BaseExpression)
-                and isinstance(original_node, cst.BaseExpression) and self.at_site(original_node)):
-            self.changes += 1
-            order = [cst.Integer(str(d)) for d in self.site.params["order"]]
-            return method_call(updated_node, "permute", *order)
-        return super().on_leave(original_node, updated_node)
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if self.site.params.get("mode") == "permute" or not self.at_site(original_node):
-            return updated_node
-        target = argument(updated_node, 0, "in_channels")
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        target = argument(call, 0, "in_channels")
         if target is None:
-            return updated_node
-        self.changes += 1
-        return replace_arg_value(updated_node, target, cst.Integer(str(self.site.params["in_channels"])))
+            raise EditError("no in_channels argument")
+        return [Edit(call, replace_arg_value(call, target, cst.Integer(str(self.in_channels))))]
+
+
+@dataclass(frozen=True)
+class PermuteChannelsFirst(Rewrite):
+    """Moves the channels of the expression that makes the batch first (``.permute(order)``)."""
+
+    order: tuple[int, ...]
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        value = nodes.node(cst.BaseExpression)
+        around = nodes.parent(value)
+        if isinstance(around, cst.Attribute) and around.attr.value == "permute":
+            call = nodes.parent(around)
+            if isinstance(call, cst.Call) and call.func is around:
+                raise EditError("the batch is already reordered there")  # a second application
+        return [Edit(value, method_call(value, "permute", *(cst.Integer(str(d)) for d in self.order)))]
 
 
 class ConvInChannels(Pattern):
@@ -130,7 +132,7 @@ class ConvInChannels(Pattern):
             + r"but got input to have (?P<got_rank>\d) dimensions and input\.size\[1\] == (?P<got>\d+)",
         ),
     )
-    Transformer = SetInChannels
+    REWRITES = (SetInChannels, PermuteChannelsFirst)
 
     def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
         module = evidence.failing_module if evidence else None
@@ -221,7 +223,7 @@ class ConvInChannels(Pattern):
             pattern=self.ID,
             file=str(src.path),
             span=span,
-            params={"in_channels": channels},
+            rewrite=SetInChannels(channels),
             summary=f"Changed {old} to {new} to match the traced input ({shape_text(shape)})",
             applicability=self.APPLICABILITY,
             evidence={
@@ -266,7 +268,7 @@ class ConvInChannels(Pattern):
             pattern=self.ID,
             file=str(src.path),
             span=src.positions[value],
-            params={"mode": "permute", "order": list(order)},
+            rewrite=PermuteChannelsFirst(tuple(order)),
             summary=f"Moved the channels of {name} first where the batch is made: {old}{permute} "
                     f"({shape_text(shape)} -> {shape_text([shape[i] for i in order])})",
             applicability=Applicability.UNSAFE,

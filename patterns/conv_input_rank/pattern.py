@@ -5,13 +5,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
 
 from repairbot.analysis import Source, place, resolve_site, shape_text, source
+from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
@@ -51,16 +53,16 @@ def restoring_reshape(shape: Sequence[int], channels: int | None, spatial: int) 
     return None
 
 
-class Unflatten(SiteTransformer):
+@dataclass(frozen=True)
+class Unflatten(Rewrite):
     """Gives the flatten call at the site the image's dimensions as its arguments."""
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        replacement = cst.parse_expression(f"f({self.site.params['args']})")
-        assert isinstance(replacement, cst.Call)
-        return updated_node.with_changes(args=replacement.args)
+    args: str  # the new argument list, as code
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        replacement = cst.ensure_type(cst.parse_expression(f"f({self.args})"), cst.Call)
+        return [Edit(call, call.with_changes(args=replacement.args))]
 
 
 class ConvInputRank(Pattern):
@@ -108,7 +110,7 @@ class ConvInputRank(Pattern):
     TAGS = frozenset({"shape"})
     APPLICABILITY = Applicability.SAFE
     BATCH_INVARIANT = True
-    Transformer = Unflatten
+    REWRITES = (Unflatten,)
     EVIDENCE = frozenset({"failing_module", "locals"})
     REMEDY = (
         "Give the convolution [N, C, H, W] (Conv2d; [N, C, L] for Conv1d, [N, C, D, H, W] for "
@@ -216,7 +218,7 @@ class ConvInputRank(Pattern):
             pattern=self.ID,
             file=str(src.path),
             span=src.positions[call],
-            params={"args": new_args},
+            rewrite=Unflatten(new_args),
             summary=f"Changed {old} to {new}: the convolution takes the image, not its flattened pixels",
             applicability=self.APPLICABILITY,
             evidence={"traced_input_shape": list(shape), "in_channels": channels, "image": dims,

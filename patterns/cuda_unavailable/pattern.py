@@ -6,7 +6,6 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -30,8 +29,9 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import quote_of
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import argparse_dest, bound_at
 from repairbot.sources import SourceError, Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -48,62 +48,50 @@ _NEEDS_GPU = (
 
 
 # --------------------------------------------------------------------------------------------
-# The transformer
+# The rewrite
 
 
-class MakeDeviceAgnostic(SiteTransformer):
-    """Rewrites every hard-coded CUDA site of the file named in the site's edits (one change per
-    edit), and inserts the device line before its anchor statement when there is one."""
+@dataclass(frozen=True)
+class DeviceEdit:
+    """One hard-coded CUDA site made device-agnostic: ``to-device`` turns the ``x.cuda(...)``
+    call into ``x.to(code, ...)``; any other kind replaces the expression with ``code``."""
 
-    def __init__(self, site: Site) -> None:
-        super().__init__(site)
-        self.edits = {(tuple(e["span"]), e["node"]): e for e in site.params["edits"]}
-        anchor = site.params.get("anchor")
-        self.anchor = Span(*anchor) if anchor else None
+    kind: str
+    node: type[cst.BaseExpression]  # the type of the node at the site's span
+    code: str
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
-        if not isinstance(original_node, cst.BaseExpression) or not isinstance(updated_node, cst.BaseExpression):
-            return super().on_leave(original_node, updated_node)
-        span = self.span(original_node)
-        edit = self.edits.get(((span.line, span.col, span.end_line, span.end_col), type(original_node).__name__))
-        if edit is None or not (self.at_site(original_node) or self.at_extra_site(original_node)):
-            return updated_node
-        if edit["kind"] == "to-device" and not (
-            isinstance(updated_node, cst.Call) and isinstance(updated_node.func, cst.Attribute)
-        ):
-            return updated_node  # not an `x.cuda(...)` call: no edit, and Pattern.transform refuses
-        self.changes += 1
-        if edit["kind"] == "to-device":
-            return _to_device(cst.ensure_type(updated_node, cst.Call), str(edit["code"]))
-        return cst.parse_expression(str(edit["code"]))
 
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        return updated_node.with_changes(body=self._insert(original_node.body, updated_node.body))
+@dataclass(frozen=True)
+class MakeDeviceAgnostic(Rewrite):
+    """Rewrites every hard-coded CUDA site of the file (one change each, at the site's spans in
+    order), and with a ``device_line``, inserts it before the anchor statement (the last extra
+    span); blank lines and comments above the anchor move above the device line."""
 
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        return updated_node.with_changes(body=self._insert(original_node.body, updated_node.body))
+    changes: tuple[DeviceEdit, ...]
+    device_line: str | None = None
 
-    def _insert(
-        self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]
-    ) -> list[cst.BaseStatement]:
-        """The block's statements, with the device line before the anchor; blank lines and
-        comments above the anchor move above the device line."""
-        result: list[cst.BaseStatement] = []
-        for before, after in zip(original, updated, strict=True):
-            if self.anchor is not None and self.span(before) == self.anchor and isinstance(
-                after, cst.SimpleStatementLine | cst.BaseCompoundStatement
-            ):
-                line = cst.parse_statement(str(self.site.params["device_line"]) + "\n")
-                result.append(line.with_changes(leading_lines=after.leading_lines))
-                if isinstance(after, cst.FunctionDef | cst.ClassDef):
-                    # a def keeps its blank lines above it, now below the device line
-                    blank = [ln for ln in after.leading_lines if ln.comment is None]
-                    after = after.with_changes(leading_lines=blank)
-                else:
-                    after = after.with_changes(leading_lines=[])
-                self.changes += 1
-            result.append(after)
-        return result
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        spans = (nodes.site.span, *nodes.site.extra_spans)
+        if len(spans) != len(self.changes) + (1 if self.device_line is not None else 0):
+            raise EditError("one change per span, and the device line's anchor")
+        edits = [self._edit(nodes.at(span, change.node), change) for span, change in zip(spans, self.changes, strict=False)]
+        if self.device_line is not None:
+            anchor = nodes.at(spans[-1], cst.BaseStatement)
+            if not isinstance(anchor, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+                raise EditError("the device line has no statement to go before")
+            line = cst.parse_statement(self.device_line + "\n").with_changes(leading_lines=anchor.leading_lines)
+            # a def keeps its blank lines above it, now below the device line
+            kept = [ln for ln in anchor.leading_lines if ln.comment is None] if isinstance(anchor, cst.FunctionDef | cst.ClassDef) else []
+            edits.append(Edit(anchor, cst.FlattenSentinel([line, anchor.with_changes(leading_lines=kept)])))
+        return edits
+
+    @staticmethod
+    def _edit(node: cst.BaseExpression, change: DeviceEdit) -> Edit:
+        if change.kind != "to-device":
+            return Edit(node, cst.parse_expression(change.code))
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+            raise EditError("not an `x.cuda(...)` call")
+        return Edit(node, _to_device(node, change.code))
 
 
 def _to_device(call: cst.Call, device: str) -> cst.Call:
@@ -191,7 +179,7 @@ class CudaUnavailable(Pattern):
     EVIDENCE = frozenset({"locals"})
     BATCH_INVARIANT = True
     MAX_CHANGED_LINES = 8
-    Transformer = MakeDeviceAgnostic
+    REWRITES = (MakeDeviceAgnostic,)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -261,8 +249,7 @@ class CudaUnavailable(Pattern):
                 pattern=self.ID,
                 file=str(view.path),
                 span=span,
-                params={"edits": [{"span": [span.line, span.col, span.end_line, span.end_col],
-                                   "node": type(target).__name__, "kind": "gate", "code": new}]},
+                rewrite=MakeDeviceAgnostic((DeviceEdit("gate", type(target), new),)),
                 summary=(
                     f"Gated the script's CUDA switch on {available} at {place_in(view.path, span.line)} ({kind}): "
                     f"`{one_line(view.module, target)}` -> `{new}`, so `{one_line(view.module, value)}` picks the CPU "
@@ -314,11 +301,7 @@ class CudaUnavailable(Pattern):
             pattern=self.ID,
             file=str(view.path),
             span=primary.span,
-            params={
-                "edits": [e.param() for e in plan.edits],
-                "device_line": plan.device_line,
-                "anchor": list(_span_tuple(plan.anchor)) if plan.anchor else None,
-            },
+            rewrite=MakeDeviceAgnostic(tuple(e.param() for e in plan.edits), plan.device_line if plan.anchor else None),
             summary=summary,
             applicability=applicability,
             evidence={
@@ -371,13 +354,13 @@ class _Link:
 class _Edit:
     kind: str
     span: Span
-    node: str  # the node's type name: the transformer's check
+    node: type[cst.BaseExpression]  # the rewrite's check
     before: str
     after: str
     code: str  # the replacement (an expression), or the device for "to-device"
 
-    def param(self) -> dict[str, Any]:
-        return {"span": list(_span_tuple(self.span)), "node": self.node, "kind": self.kind, "code": self.code}
+    def param(self) -> DeviceEdit:
+        return DeviceEdit(self.kind, self.node, self.code)
 
 
 @dataclass
@@ -723,7 +706,7 @@ class _File:
         return f"{code} if {self.torch}.cuda.is_available() else {self.quote}cpu{self.quote}"
 
     def _edit(self, site: _Hardcoded, device: str | None) -> _Edit:
-        node_type = type(site.node).__name__
+        node_type = type(site.node)
         before = one_line(self.module, site.node)
         if site.kind == "cuda-method":
             call = cst.ensure_type(site.node, cst.Call)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,9 @@ from repairbot.analysis import (
     traced_line_matches,
 )
 from repairbot.codemod import append_keyword, quote_of
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, signature, span_of
+from repairbot.pattern import Pattern, signature, span_of
 from repairbot.provenance import bound_at, own_nodes, parameter_names
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -51,78 +52,68 @@ _MOVE_METHODS = ("to", "cuda")
 _NEW_DEVICE_NAME = "device"
 
 
-# -- the transformer --------------------------------------------------------------------------
+# -- the rewrite ------------------------------------------------------------------------------
 
 
-class MoveToDevice(SiteTransformer):
-    """Applies one move: a statement inserted in a loop or after a statement, a move line
-    extended, ``.to(device)`` chained on a constructor call, or ``device=`` added to a
-    creation call; plus, at the extra span, a device variable introduced before a statement."""
+@dataclass(frozen=True)
+class MoveToDevice(Rewrite):
+    """Applies one move (``action``): a statement inserted in a loop (``insert-in-loop``) or
+    after a statement (``insert-after``), a move line extended (``extend-move``), ``.to(device)``
+    chained on a constructor call (``chain-to``), or ``device=`` added to a creation call
+    (``device-keyword``); plus, with a ``device_line``, a device variable introduced before the
+    statement at the extra span."""
 
-    def _statement(self, key: str) -> cst.BaseStatement:
-        return cst.parse_statement(str(self.site.params[key]) + "\n")
+    action: str
+    device: str  # the device, as code
+    statement: str = ""  # the statement inserted, or the move line as extended
+    device_line: str = ""
 
-    def leave_For(self, original_node: cst.For, updated_node: cst.For) -> cst.BaseStatement:
-        if self.site.params["action"] != "insert-in-loop" or not self.at_site(original_node):
-            return updated_node
-        body = updated_node.body
-        if not isinstance(body, cst.IndentedBlock):
-            return updated_node
-        self.changes += 1
-        return updated_node.with_changes(
-            body=body.with_changes(body=[self._statement("statement"), *body.body])
-        )
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        moved, replacement = self._move(nodes)
+        if not self.device_line:
+            return [Edit(moved, replacement)]
+        (anchor,) = nodes.extra(cst.BaseStatement)
+        if not isinstance(anchor, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+            raise EditError("the device line has no statement to go before")
+        # the device line goes first; blank lines above the anchor move above it
+        leading = list(anchor.leading_lines)
+        blank = 0
+        while blank < len(leading) and leading[blank].comment is None:
+            blank += 1
+        device_line = cst.parse_statement(self.device_line + "\n").with_changes(leading_lines=leading[:blank])
+        if anchor is not moved:
+            return [Edit(moved, replacement), Edit(anchor, cst.FlattenSentinel([device_line, anchor.with_changes(leading_lines=leading[blank:])]))]
+        # the move rewrites the anchor itself: one edit of it
+        statements = list(replacement.nodes) if isinstance(replacement, cst.FlattenSentinel) else [replacement]
+        statements[0] = statements[0].with_changes(leading_lines=leading[blank:])  # the anchor, moved or not
+        return [Edit(anchor, cst.FlattenSentinel([device_line, *statements]))]
 
-    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
-        if self.site.params["action"] != "extend-move" or not self.at_site(original_node):
-            return updated_node
-        new = self._statement("statement")
-        if not isinstance(new, cst.SimpleStatementLine) or not isinstance(new.body[0], cst.Assign):
-            return updated_node
-        self.changes += 1
-        return updated_node.with_changes(targets=new.body[0].targets, value=new.body[0].value)
+    def _move(self, nodes: SiteNodes) -> tuple[cst.CSTNode, cst.CSTNode | cst.FlattenSentinel[cst.CSTNode]]:
+        """The node the move rewrites, and what it becomes."""
+        if self.action == "insert-in-loop":
+            loop = nodes.node(cst.For)
+            if not isinstance(loop.body, cst.IndentedBlock):
+                raise EditError("the loop is written on one line")
+            return loop, loop.with_changes(body=loop.body.with_changes(body=[self._statement(), *loop.body.body]))
+        if self.action == "insert-after":
+            statement = nodes.node(cst.BaseStatement)
+            return statement, cst.FlattenSentinel([statement, self._statement()])
+        if self.action == "extend-move":
+            assign = nodes.node(cst.Assign)
+            new = self._statement()
+            if not isinstance(new, cst.SimpleStatementLine) or not isinstance(new.body[0], cst.Assign):
+                raise EditError("the move line is not an assignment")
+            return assign, assign.with_changes(targets=new.body[0].targets, value=new.body[0].value)
+        call = nodes.node(cst.Call)
+        device = cst.parse_expression(self.device)
+        if self.action == "chain-to":
+            return call, cst.Call(func=cst.Attribute(value=call, attr=cst.Name("to")), args=[cst.Arg(device)])
+        if self.action != "device-keyword" or keyword_arg(call, "device") is not None:
+            raise EditError(f"no {self.action} edit of this call")
+        return call, append_keyword(call, "device", device)
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        action = self.site.params["action"]
-        if action not in ("chain-to", "device-keyword") or not self.at_site(original_node):
-            return updated_node
-        device = cst.parse_expression(str(self.site.params["device"]))
-        if action == "chain-to":
-            self.changes += 1
-            return cst.Call(func=cst.Attribute(value=updated_node, attr=cst.Name("to")), args=[cst.Arg(device)])
-        if keyword_arg(updated_node, "device") is not None:
-            return updated_node
-        self.changes += 1
-        return append_keyword(updated_node, "device", device)
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        return updated_node.with_changes(body=self._insert(original_node.body, updated_node.body))
-
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        return updated_node.with_changes(body=self._insert(original_node.body, updated_node.body))
-
-    def _insert(
-        self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]
-    ) -> list[cst.BaseStatement]:
-        """The block's statements with the insertions that belong next to its own children."""
-        result: list[cst.BaseStatement] = []
-        for before, after in zip(original, updated, strict=True):
-            span = self.span(before)
-            if span in self.site.extra_spans and isinstance(after, cst.SimpleStatementLine | cst.BaseCompoundStatement):
-                # the device line goes first; blank lines above the anchor move above it
-                device_line = self._statement("device_line")
-                leading = list(after.leading_lines)
-                blank = 0
-                while blank < len(leading) and leading[blank].comment is None:
-                    blank += 1
-                result.append(device_line.with_changes(leading_lines=leading[:blank]))
-                after = after.with_changes(leading_lines=leading[blank:])
-                self.changes += 1
-            result.append(after)
-            if span == self.site.span and self.site.params["action"] == "insert-after":
-                result.append(self._statement("statement"))
-                self.changes += 1
-        return result
+    def _statement(self) -> cst.BaseStatement:
+        return cst.parse_statement(self.statement + "\n")
 
 
 # -- the pattern -------------------------------------------------------------------------------
@@ -225,7 +216,7 @@ class DeviceMismatch(Pattern):
     EVIDENCE = frozenset({"locals"})
     MAX_CHANGED_LINES = 2
     BATCH_INVARIANT = True
-    Transformer = MoveToDevice
+    REWRITES = (MoveToDevice,)
 
     def match(self, failure: Failure) -> re.Match[str] | None:
         found = super().match(failure)
@@ -618,7 +609,7 @@ class _Locator:
         line = view.positions[loop].line
         return self._site(
             found, view.path, view.positions[loop], "insert-in-loop", device,
-            params={"statement": statement},
+            statement=statement,
             summary=f"Moved {_and(movable)} to {device.code} in the loop at {place_in(view.path, line)}",
         )
 
@@ -666,7 +657,7 @@ class _Locator:
         )
         return self._site(
             found, view.path, span, "extend-move", device,
-            params={"statement": statement},
+            statement=statement,
             summary=f"Added {_and(missing)} to the move at {place_in(view.path, span.line)}",
         )
 
@@ -724,7 +715,6 @@ class _Locator:
         span = view.positions[call]
         return self._site(
             found, view.path, span, "device-keyword", device,
-            params={},
             summary=f"Created {name} on {device.phrase}: added device={device.code} to {one_line(view.wrapper.module, call)} "
             f"at {place_in(view.path, span.line)}",
         )
@@ -753,7 +743,7 @@ class _Locator:
         where = f"after {place_in(view.path, span.line)}"
         return self._site(
             found, view.path, span, "insert-after", device,
-            params={"statement": _move_statement(movable, device.code)},
+            statement=_move_statement(movable, device.code),
             summary=f"Moved {_and(movable)} to {device.code} right {where}, where {'they are' if len(movable) > 1 else 'it is'} assigned",
         )
 
@@ -821,7 +811,6 @@ class _Locator:
         if isinstance(value, cst.Call) and len(assign.targets) == 1 and isinstance(target, cst.Name | cst.Attribute):
             return self._site(
                 found, where.path, where.positions[value], "chain-to", device,
-                params={},
                 summary=f"Moved the model to {device.code} where it is made at {location}: "
                 f"{one_line(where.wrapper.module, value)} -> {one_line(where.wrapper.module, value)}.to({device.code})",
             )
@@ -835,7 +824,7 @@ class _Locator:
         model = name if name in bound else bound[0]
         return self._site(
             found, where.path, where.positions[statement], "insert-after", device,
-            params={"statement": f"{model}.to({device.code})"},
+            statement=f"{model}.to({device.code})",
             summary=f"Moved the model to {device.code} right after it is made at {location}",
         )
 
@@ -938,7 +927,7 @@ class _Locator:
     # the answer -------------------------------------------------------------------------
     def _site(
         self, found: _Attribution, path: Path, span: Span, action: str, device: _Device,
-        params: Mapping[str, Any], summary: str,
+        summary: str, statement: str = "",
     ) -> Site:
         view = found.view
         stayed = found.stayed[0]
@@ -952,13 +941,13 @@ class _Locator:
                 f"`{ahead.name}` on {ahead.device} at {view.location}" if ahead else f"the data on {self.target} at {view.location}"
             )
         extra: tuple[Span, ...] = ()
-        all_params = {"action": action, "device": device.code, **params}
+        rewrite = MoveToDevice(action, device.code, statement)
         notes: tuple[str, ...] = ()
         applicability = Applicability.SAFE
         if device.introduced is not None:
             line, anchor = device.introduced
             extra = (anchor,)
-            all_params["device_line"] = line
+            rewrite = replace(rewrite, device_line=line)
             applicability = Applicability.UNSAFE
             summary += f"; added `{line}` at {place_in(path, anchor.line)}"
             notes = ("The script had no device variable: the one added picks the GPU whenever there is one.",)
@@ -988,7 +977,7 @@ class _Locator:
             pattern=self.pattern.ID,
             file=str(path),
             span=span,
-            params=all_params,
+            rewrite=rewrite,
             summary=f"{summary} ({because})",
             applicability=applicability,
             evidence=evidence,

@@ -23,8 +23,9 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import method_call
+from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import (
     Context,
     KeyPath,
@@ -92,14 +93,16 @@ def _reduced(dtype: str) -> bool:
 # -- the transformer --------------------------------------------------------------------------
 
 
-class CastToFloat(SiteTransformer):
-    """Appends ``.float()`` (the site's ``method``) to the tensor-creating call at the site, nothing else."""
+@dataclass(frozen=True)
+class CastToFloat(Rewrite):
+    """Appends ``.float()`` (``method``: ``.double()`` for a model cast to float64 on purpose)
+    to the tensor-creating call at the site, nothing else."""
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        return method_call(updated_node, str(self.site.params.get("method", "float")))
+    method: str = "float"
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        return [Edit(call, method_call(call, self.method))]
 
 
 # -- the pattern -------------------------------------------------------------------------------
@@ -236,7 +239,7 @@ class DtypeMismatch(Pattern):
     EVIDENCE = frozenset({"locals", "failing_module"})
     # A dtype does not depend on how many samples a batch holds.
     BATCH_INVARIANT = True
-    Transformer = CastToFloat
+    REWRITES = (CastToFloat,)
 
     def match(self, failure: Failure) -> re.Match[str] | None:
         for sig in self.SIGNATURES:
@@ -651,7 +654,7 @@ class _Tracer:
             pattern=self.pattern.ID,
             file=str(made.file.path),
             span=made.file.src.positions[made.call],
-            params={"method": method},
+            rewrite=CastToFloat(method),
             summary=summary,
             applicability=self.pattern.APPLICABILITY,
             evidence=evidence,

@@ -28,8 +28,9 @@ from repairbot.analysis import (
     spans,
 )
 from repairbot.codemod import remove_arg
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence, frame_from_json
-from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources, report_path
 from repairbot.torch_semantics import NO_GRAD, is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -100,120 +101,96 @@ _NODE_NAME = re.compile(r"(?:\w+::)*(?P<base>\w+?)(?:Backward)?(?P<overload>\d*)
 # The transformer
 
 
-class OutOfPlace(SiteTransformer):
-    """Rewrites the one in-place operation at the site, as the site's ``kind`` says.
+@dataclass(frozen=True)
+class OutOfPlace(Rewrite):
+    """Rewrites the one in-place operation at the site, as ``kind`` says.
 
     ``augmented``: ``x += y`` -> ``x = x + y``. ``method``/``function``: ``x.add_(y)`` ->
     ``x.add(y)``, ``torch.relu_(x)`` -> ``torch.relu(x)``. ``drop-inplace``: the call without its
-    ``inplace=True``. With ``rebind`` the site is an expression statement whose result was
-    dropped, which becomes ``x = <the new call>``. ``no-grad``: the statement wrapped in ``with
-    torch.no_grad():``; ``no-grad-merge``: the statement moved into the ``with torch.no_grad():``
-    block just above it (the extra span).
+    ``inplace=True`` (passed by keyword, or at ``position``). With ``rebind`` the site is an
+    expression statement whose result was dropped, which becomes ``x = <the new call>``.
     """
 
-    @property
-    def kind(self) -> str:
-        return str(self.site.params["kind"])
+    kind: str
+    position: int | None = None
+    rebind: bool = False
 
-    def leave_AugAssign(
-        self, original_node: cst.AugAssign, updated_node: cst.AugAssign
-    ) -> cst.BaseSmallStatement:
-        if self.kind != "augmented" or not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        return augmented_to_assign(updated_node)
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if self.site.params.get("rebind") or self.kind not in ("method", "function", "drop-inplace"):
-            return updated_node
-        if not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        return out_of_place_call(updated_node, self.site.params)
-
-    def leave_Expr(self, original_node: cst.Expr, updated_node: cst.Expr) -> cst.BaseSmallStatement:
-        if not self.site.params.get("rebind") or not self.at_site(original_node):
-            return updated_node
-        call = cst.ensure_type(updated_node.value, cst.Call)
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        if self.kind == "augmented":
+            statement = nodes.node(cst.AugAssign)
+            return [Edit(statement, augmented_to_assign(statement))]
+        if not self.rebind:
+            call = nodes.node(cst.Call)
+            return [Edit(call, out_of_place_call(call, self))]
+        expression = nodes.node(cst.Expr)
+        call = cst.ensure_type(expression.value, cst.Call)
         target = _receiver(call, self.kind)
         if not isinstance(target, cst.Name | cst.Attribute):
-            return updated_node
-        self.changes += 1
-        return cst.Assign(
+            raise EditError("no name to bind the new tensor to")
+        rebound = cst.Assign(
             targets=[cst.AssignTarget(target=target.deep_clone())],
-            value=out_of_place_call(call, self.site.params),
-            semicolon=updated_node.semicolon,
+            value=out_of_place_call(call, self),
+            semicolon=expression.semicolon,
         )
+        return [Edit(expression, rebound)]
 
-    def leave_SimpleStatementLine(
-        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-    ) -> cst.BaseStatement:
-        if self.kind != "no-grad" or not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        # Comments and blank lines above the statement stay above the new block.
-        return cst.With(
-            items=[cst.WithItem(item=cst.parse_expression(str(self.site.params["no_grad"])))],
-            body=cst.IndentedBlock(body=[updated_node.with_changes(leading_lines=())]),
-            leading_lines=updated_node.leading_lines,
+
+@dataclass(frozen=True)
+class NoGrad(Rewrite):
+    """The statement at the site wrapped in ``with torch.no_grad():`` (``no_grad``, as the file
+    spells it); comments and blank lines above it stay above the new block."""
+
+    no_grad: str
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        statement = nodes.node(cst.SimpleStatementLine)
+        wrapped = cst.With(
+            items=[cst.WithItem(item=cst.parse_expression(self.no_grad))],
+            body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=())]),
+            leading_lines=statement.leading_lines,
         )
+        return [Edit(statement, wrapped)]
 
-    def visit_Module(self, node: cst.Module) -> None:
-        self.default_indent = node.default_indent
-        self.indents: list[str] = []  # the indentation of each block around the current node
 
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.indents.append(self.default_indent if node.indent is None else node.indent)
+@dataclass(frozen=True)
+class NoGradMerge(Rewrite):
+    """The statement at the site moved into the ``with torch.no_grad():`` block just above it
+    (the extra span): the block grows, the statement leaves its old place."""
 
-    def leave_IndentedBlock(
-        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
-    ) -> cst.BaseSuite:
-        body = self._merged(original_node.body, updated_node.body)
-        self.indents.pop()
-        return updated_node if body is None else updated_node.with_changes(body=body)
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        statement = nodes.node(cst.BaseStatement)
+        (block,) = nodes.extra(cst.With)
+        if not isinstance(statement, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+            raise EditError("not a statement of a block")
+        around = nodes.parent(statement)
+        body = around.body if isinstance(around, cst.Module | cst.IndentedBlock) else ()
+        index = next((i for i, s in enumerate(body) if s is statement), 0)
+        if index == 0 or body[index - 1] is not block or not isinstance(block.body, cst.IndentedBlock):
+            raise EditError("the statement does not follow the with block")
+        moved = statement.with_changes(leading_lines=self._kept_in_place(nodes, statement))
+        grown = block.with_changes(body=block.body.with_changes(body=[*block.body.body, moved]))
+        return [Edit(block, grown), Edit(statement, cst.RemovalSentinel.REMOVE)]
 
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        body = self._merged(original_node.body, updated_node.body)
-        return updated_node if body is None else updated_node.with_changes(body=body)
-
-    def _merged(
-        self, original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]
-    ) -> list[cst.BaseStatement] | None:
-        """The body with the site's statement moved into the no_grad block above it."""
-        if self.kind != "no-grad-merge" or len(original) != len(updated):
-            return None
-        for index in range(1, len(original)):
-            if not (self.at_site(original[index]) and self.at_extra_site(original[index - 1])):
-                continue
-            block = updated[index - 1]
-            if not isinstance(block, cst.With) or not isinstance(block.body, cst.IndentedBlock):
-                return None
-            self.changes += 2  # the block grows, the statement leaves its old place
-            statement = updated[index]
-            if not isinstance(statement, cst.SimpleStatementLine | cst.BaseCompoundStatement):
-                return None
-            moved = statement.with_changes(leading_lines=self._kept_in_place(statement.leading_lines))
-            grown = block.with_changes(body=block.body.with_changes(body=[*block.body.body, moved]))
-            return [*updated[: index - 1], grown, *updated[index + 1 :]]
-        return None
-
-    def _kept_in_place(self, lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    @staticmethod
+    def _kept_in_place(nodes: SiteNodes, statement: cst.SimpleStatementLine | cst.BaseCompoundStatement) -> list[cst.EmptyLine]:
         """The blank and comment lines above a statement moved one block deeper, written as they
         were: LibCST would indent them with the block (a whitespace-only line, a comment), and
         only the statement itself is the edit."""
-        outer = "".join(self.indents)
+        default = nodes.module.default_indent
+        blocks = [node for node in reversed(nodes.ancestors(statement)) if isinstance(node, cst.IndentedBlock)]
+        outer = "".join(default if block.indent is None else block.indent for block in blocks)
         return [
             line.with_changes(indent=False, whitespace=cst.SimpleWhitespace(outer + line.whitespace.value))
             if line.indent else line
-            for line in lines
+            for line in statement.leading_lines
         ]
 
 
-def out_of_place_call(call: cst.Call, params: Mapping[str, Any]) -> cst.Call:
+def out_of_place_call(call: cst.Call, rewrite: OutOfPlace) -> cst.Call:
     """The call's out-of-place form: ``inplace=True`` dropped, or the method's trailing ``_``."""
-    if params["kind"] == "drop-inplace":
-        position = params.get("position")
-        target = argument(call, int(position), "inplace") if position is not None else keyword_arg(call, "inplace")
+    if rewrite.kind == "drop-inplace":
+        position = rewrite.position
+        target = argument(call, position, "inplace") if position is not None else keyword_arg(call, "inplace")
         return remove_arg(call, target) if target is not None else call
     func = cst.ensure_type(call.func, cst.Attribute)
     return call.with_changes(func=func.with_changes(attr=func.attr.with_changes(value=func.attr.value[:-1])))
@@ -552,7 +529,7 @@ class InplaceAutograd(Pattern):
     # Whether an op changes a saved tensor depends on the graph's structure, never on how many
     # rows the batch has: the forced batch of 2 fails exactly as the script's own batch does.
     BATCH_INVARIANT = True
-    Transformer = OutOfPlace
+    REWRITES = (OutOfPlace, NoGrad, NoGradMerge)
 
     def rerun_probes(self, match: re.Match[str]) -> frozenset[str]:
         # the leaf error fails at the in-place statement itself: there is nothing to trace
@@ -608,7 +585,7 @@ class InplaceAutograd(Pattern):
         declined = next((plan.decline for plan in plans if plan.decline is not None), None)
         if declined is not None:
             return declined
-        sites = {(p.site.file, p.site.span, tuple(sorted(p.site.params.items()))) for p in plans if p.site}
+        sites = {(p.site.file, p.site.span, p.site.rewrite) for p in plans if p.site}
         if len(sites) != 1 or plans[0].site is None:
             return self.decline(f"several in-place operations in the statement at {_location(plans[0].where)} changed {modified.what}")
         if through_view:
@@ -683,7 +660,7 @@ class InplaceAutograd(Pattern):
             pattern=self.ID,
             file=str(path),
             span=span,
-            params={"kind": "drop-inplace", "position": None if target.keyword else _MODULE_INPLACE[module_type]},
+            rewrite=OutOfPlace("drop-inplace", None if target.keyword else _MODULE_INPLACE[module_type]),
             summary=(
                 f"Removed {shown} from {built} at {_location(frame)}: the {module_type} modified in place "
                 f"{modified.what} that backward() needed"
@@ -730,12 +707,12 @@ class InplaceAutograd(Pattern):
         span = spans(wrapper)[node]
         if isinstance(node, cst.AugAssign):
             new = module.code_for_node(augmented_to_assign(node))
-            return self._site(op, modified, evidence, count, frame, span, {"kind": "augmented"}, module.code_for_node(node), new)
+            return self._site(op, modified, evidence, count, frame, span, OutOfPlace("augmented"), module.code_for_node(node), new)
         call = cst.ensure_type(node, cst.Call)
         params = self._call_params(op, call, imports, module, frame)
         if isinstance(params, Decline):
             return params
-        receiver = _receiver(call, str(params["kind"]))
+        receiver = _receiver(call, params.kind)
         old, new_call = one_line(module, call), out_of_place_call(call, params)
         new = one_line(module, new_call)
         if receiver is None:
@@ -751,7 +728,7 @@ class InplaceAutograd(Pattern):
                     diagnosis=f"bind the out-of-place result: ... = {new}", at=frame,
                 )
             rebound = f"{receiver_code} = {new}"
-            return self._site(op, modified, evidence, count, frame, spans(wrapper)[parent], {**params, "rebind": True}, old, rebound)
+            return self._site(op, modified, evidence, count, frame, spans(wrapper)[parent], replace(params, rebind=True), old, rebound)
         if not _binding_keeps_meaning(parent, receiver, module):
             return self.decline(
                 f"the result of `{old}` at {_location(frame)} is used while {receiver_code} itself is "
@@ -762,7 +739,7 @@ class InplaceAutograd(Pattern):
 
     def _call_params(
         self, op: Mapping[str, Any], call: cst.Call, imports: ImportTable, module: cst.Module, frame: Frame
-    ) -> dict[str, Any] | Decline:
+    ) -> OutOfPlace | Decline:
         """How to make an in-place call out-of-place: drop ``inplace=True``, or the method's ``_``."""
         qualified = imports.qualify(call.func) or ""
         name = qualified.rsplit(".", 1)[-1]
@@ -788,7 +765,7 @@ class InplaceAutograd(Pattern):
                     "with inplace=True",
                     diagnosis="call it with inplace=False", at=frame,
                 )
-            return {"kind": "drop-inplace", "position": None if target.keyword else position}
+            return OutOfPlace("drop-inplace", None if target.keyword else position)
         func = cst.ensure_type(call.func, cst.Attribute)  # inplace_node only gives `x.op_(...)` otherwise
         kind = "function" if qualified.startswith("torch.") else "method"
         if func.attr.value in _NO_TWIN or qualified.startswith("torch.nn.init."):
@@ -798,7 +775,7 @@ class InplaceAutograd(Pattern):
                 f"`{one_line(module, call)}` at {_location(frame)} has no out-of-place twin",
                 diagnosis=f"apply it to a copy ({copy}) or build the new tensor out-of-place", at=frame,
             )
-        return {"kind": kind}
+        return OutOfPlace(kind)
 
     def _site(
         self,
@@ -808,11 +785,11 @@ class InplaceAutograd(Pattern):
         count: int,
         frame: Frame,
         span: Span,
-        params: dict[str, Any],
+        params: OutOfPlace,
         old: str,
         new: str,
     ) -> Site:
-        if params["kind"] == "drop-inplace" and not params.get("rebind"):
+        if params.kind == "drop-inplace" and not params.rebind:
             summary = f"Removed inplace=True from {old} at {_location(frame)}"
         else:
             summary = f"Replaced {old} with {new} at {_location(frame)}"
@@ -820,7 +797,7 @@ class InplaceAutograd(Pattern):
             pattern=self.ID,
             file=frame.file,
             span=span,
-            params=params,
+            rewrite=params,
             summary=f"{summary}: it modified in place {modified.what} that backward() needed",
             applicability=Applicability.SAFE,
             evidence=self._evidence(op, modified, evidence, count, after=new),
@@ -927,19 +904,19 @@ class InplaceAutograd(Pattern):
                 f"changes {view}{tensor} in place, which autograd allows only under no_grad"
             )
             extra: tuple[Span, ...] = (spans(wrapper)[previous],)
-            params = {"kind": "no-grad-merge"}
+            rewrite: Rewrite = NoGradMerge()
         else:
             summary = (
                 f"Wrapped {code} at {_location(frame)} in `with {no_grad}:`: it changes {view}{tensor} in "
                 "place, which autograd allows only under no_grad"
             )
             extra = ()
-            params = {"kind": "no-grad", "no_grad": no_grad}
+            rewrite = NoGrad(no_grad)
         return Site(
             pattern=self.ID,
             file=str(path),
             span=span,
-            params=params,
+            rewrite=rewrite,
             summary=summary,
             applicability=applicability,
             evidence={

@@ -6,7 +6,6 @@ import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 
@@ -28,8 +27,9 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import replace_arg_value
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence, LayerSite, LinearTrace
-from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.pattern import Pattern, signature
 from repairbot.provenance import LITERAL, integer_value, is_literal, written_at
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, ForwardStep, Site, Span
@@ -37,38 +37,40 @@ from repairbot.types import Applicability, Decline, Failure, ForwardStep, Site, 
 _SHAPES = r"\((?P<rows>\d+)x(?P<cols>\d+) and (?P<in_features>\d+)x(?P<out_features>\d+)\)"
 
 
-class SetInFeatures(SiteTransformer):
-    """Replaces the value of the Linear call's ``in_features`` argument, nothing else; or, for
-    a site of kind ``assign-flatten``, assigns a flatten whose result was thrown away."""
+@dataclass(frozen=True)
+class SetInFeatures(Rewrite):
+    """Replaces the value of the Linear call's ``in_features`` argument, nothing else."""
 
-    def leave_Expr(self, original_node: cst.Expr, updated_node: cst.Expr) -> cst.BaseSmallStatement:
-        if self.site.params.get("kind") != "assign-flatten" or not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        name = str(self.site.params["name"])
-        return cst.Assign(
-            targets=[cst.AssignTarget(cst.Name(name))], value=updated_node.value, semicolon=updated_node.semicolon
-        )
+    in_features: str  # the new value, as code
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
-        updated = super().on_leave(original_node, updated_node)
-        if (self.site.params.get("kind") == "replace-expression" and self.changes == 0
-                and isinstance(original_node, cst.BaseExpression) and self.at_site(original_node)):
-            self.changes += 1
-            return cst.parse_expression(str(self.site.params["code"]))
-        return updated
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if self.site.params.get("kind") in ("assign-flatten", "replace-expression") or not self.at_site(original_node):
-            return updated_node
-        target = argument(updated_node, 0, "in_features")
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        target = argument(call, 0, "in_features")
         if target is None:
-            return updated_node
-        value = cst.parse_expression(str(self.site.params["in_features"]))
-        self.changes += 1
-        return updated_node.with_changes(
-            args=[a.with_changes(value=value) if a is target else a for a in updated_node.args]
-        )
+            raise EditError("no in_features argument")
+        return [Edit(target.value, cst.parse_expression(self.in_features))]
+
+
+@dataclass(frozen=True)
+class ReplaceSize(Rewrite):
+    """Replaces the size expression at the site (where the number is written, a name in scope...)."""
+
+    code: str
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        return [Edit(nodes.node(cst.BaseExpression), cst.parse_expression(self.code))]
+
+
+@dataclass(frozen=True)
+class AssignFlatten(Rewrite):
+    """Assigns a flatten whose result was thrown away: ``x.view(x.size(0), -1)`` -> ``x = ...``."""
+
+    name: str
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        statement = nodes.node(cst.Expr)
+        assign = cst.Assign(targets=[cst.AssignTarget(cst.Name(self.name))], value=statement.value, semicolon=statement.semicolon)
+        return [Edit(statement, assign)]
 
 
 class LinearInFeatures(Pattern):
@@ -129,7 +131,7 @@ class LinearInFeatures(Pattern):
         signature("RuntimeError", r"^size mismatch at \S*THC"),
     )
     EVIDENCE = frozenset({"linears"})
-    Transformer = SetInFeatures
+    REWRITES = (SetInFeatures, ReplaceSize, AssignFlatten)
 
     def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
         # When the layer's input still has the forced batch size in front, the batch flowed
@@ -232,7 +234,7 @@ class LinearInFeatures(Pattern):
                 pattern=self.ID,
                 file=candidate.file,
                 span=candidate.span,
-                params=candidate.params,
+                rewrite=candidate.rewrite,
                 summary=summary,
                 applicability=candidate.applicability,
                 evidence={
@@ -279,7 +281,7 @@ class LinearInFeatures(Pattern):
                     pattern=self.ID,
                     file=str(src.path),
                     span=src.positions[statement],
-                    params={"kind": "assign-flatten", "name": name},
+                    rewrite=AssignFlatten(name),
                     summary=f"Assigned the flatten `{src.code(statement)}` (its result was thrown away) "
                     f"so that the {layer} receives [batch, features]",
                     applicability=self.APPLICABILITY,
@@ -429,7 +431,7 @@ class _Candidate:
     old: str
     code: str
     applicability: Applicability
-    params: dict[str, str]
+    rewrite: Rewrite
     trail: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -464,7 +466,7 @@ def _candidates(
     def replace_here(kind: str, new: str, applicability: Applicability = Applicability.SAFE,
                      notes: tuple[str, ...] = ()) -> _Candidate:
         return _Candidate(kind, str(path), span, code, new, applicability,
-                          {"kind": "replace-expression", "code": new}, notes=notes)
+                          ReplaceSize(new), notes=notes)
 
     if is_literal(node):
         if integer_value(node) == needed:
@@ -474,7 +476,7 @@ def _candidates(
             return []
         located = src.positions[call]
         return [_Candidate("in_features literal", str(path), located, code, module.code_for_node(rewritten),
-                           Applicability.SAFE, {"in_features": module.code_for_node(rewritten)})]
+                           Applicability.SAFE, SetInFeatures(module.code_for_node(rewritten)))]
     if value_of(node) == needed:
         return f"`{code}` already evaluates to {needed} in the traced run"
 
@@ -495,7 +497,7 @@ def _candidates(
             shared = _reads_elsewhere(src, node)
             (late if shared else found).append(_Candidate(
                 written.kind, written.file, written.span, written.code, new, Applicability.SAFE,
-                {"kind": "replace-expression", "code": new}, trail=written.trail,
+                ReplaceSize(new), trail=written.trail,
             ))
 
     # a name or attribute already in scope whose traced value is the needed size

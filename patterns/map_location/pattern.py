@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +19,23 @@ from repairbot.analysis import (
     keyword_arg,
 )
 from repairbot.codemod import append_keyword, string_literal
+from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.torch_semantics import CHECKPOINT_LOADERS
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
 
-class AddMapLocation(SiteTransformer):
+@dataclass(frozen=True)
+class AddMapLocation(Rewrite):
     """Adds ``map_location=...`` to the one loader call at the site."""
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        value = cst.parse_expression(str(self.site.params["map_location"]))
-        return append_keyword(updated_node, "map_location", value)
+    map_location: str  # the value, as code
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        return [Edit(call, append_keyword(call, "map_location", cst.parse_expression(self.map_location)))]
 
 
 class MapLocation(Pattern):
@@ -78,7 +80,7 @@ class MapLocation(Pattern):
     )
     EVIDENCE = frozenset({"locals"})
     BATCH_INVARIANT = True
-    Transformer = AddMapLocation
+    REWRITES = (AddMapLocation,)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -123,7 +125,7 @@ class MapLocation(Pattern):
             pattern=self.ID,
             file=str(path),
             span=span,
-            params={"map_location": value},
+            rewrite=AddMapLocation(value),
             summary=f"Added map_location={value} to {loader}(...) so that tensors saved on {saved_on} load here",
             applicability=self.APPLICABILITY,
             evidence={

@@ -13,8 +13,9 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
 from repairbot.analysis import call_at, calls_on_line, one_line, place, spans, tensor_text
 from repairbot.codemod import method_call
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -31,29 +32,41 @@ _KEEPS_KIND = (
 )
 
 
-class AddDetachCpu(SiteTransformer):
+@dataclass(frozen=True)
+class Conversion:
+    """What one node of the site gets: ``item`` (``.item()``), ``explicit`` (the missing links
+    before its ``.numpy()``) or ``implicit`` (``.detach().cpu()``, and ``.numpy()`` if asked)."""
+
+    mode: str
+    detach: bool
+    cpu: bool
+    numpy: bool
+
+
+@dataclass(frozen=True)
+class AddDetachCpu(Rewrite):
     """Adds the missing ``.detach()`` / ``.cpu()`` (and ``.numpy()`` for an implicit conversion)
     at each node of the site: a ``.numpy()`` call, or a tensor argument of the failing call."""
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
-        if not isinstance(original_node, cst.BaseExpression) or not isinstance(updated_node, cst.BaseExpression):
-            return updated_node
-        if not (self.at_site(original_node) or self.at_extra_site(original_node)):
-            return updated_node
-        plan = self.site.params["plans"][str(self.span(original_node))]
-        if plan["mode"] == "item":
-            self.changes += 1
-            return method_call(updated_node, "item")
-        if plan["mode"] == "explicit":
-            if not _is_method_call(updated_node, "numpy"):
-                return updated_node
-            assert isinstance(updated_node, cst.Call) and isinstance(updated_node.func, cst.Attribute)
-            receiver = _with_links(updated_node.func.value, detach=plan["detach"], cpu=plan["cpu"])
-            self.changes += 1
-            return updated_node.with_changes(func=updated_node.func.with_changes(value=receiver))
-        converted = _with_links(updated_node, detach=True, cpu=True)
-        self.changes += 1
-        return method_call(converted, "numpy") if plan["numpy"] else converted
+    conversions: tuple[Conversion, ...]  # one per span of the site, in order
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        spans = (nodes.site.span, *nodes.site.extra_spans)
+        if len(spans) != len(self.conversions):
+            raise EditError("one conversion per span")
+        return [self._edit(nodes.at(span, cst.BaseExpression), plan) for span, plan in zip(spans, self.conversions, strict=True)]
+
+    @staticmethod
+    def _edit(node: cst.BaseExpression, plan: Conversion) -> Edit:
+        if plan.mode == "item":
+            return Edit(node, method_call(node, "item"))
+        if plan.mode == "explicit":
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and _is_method_call(node, "numpy")):
+                raise EditError("not a .numpy() call")
+            receiver = _with_links(node.func.value, detach=plan.detach, cpu=plan.cpu)
+            return Edit(node, node.with_changes(func=node.func.with_changes(value=receiver)))
+        converted = _with_links(node, detach=True, cpu=True)
+        return Edit(node, method_call(converted, "numpy") if plan.numpy else converted)
 
 
 class NumpyGrad(Pattern):
@@ -117,7 +130,7 @@ class NumpyGrad(Pattern):
     )
     EVIDENCE = frozenset({"locals"})
     BATCH_INVARIANT = True
-    Transformer = AddDetachCpu
+    REWRITES = (AddDetachCpu,)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -163,7 +176,7 @@ class NumpyGrad(Pattern):
             pattern=self.ID,
             file=str(path),
             span=first.span,
-            params={"plans": {str(e.span): e.plan() for e in edits}},
+            rewrite=AddDetachCpu(tuple(e.plan() for e in edits)),
             summary=summary,
             applicability=self.APPLICABILITY,
             evidence={
@@ -270,8 +283,8 @@ class _Edit:
         parts = [".detach()"] * self.detach + [".cpu()"] * self.cpu + [".numpy()"] * self.numpy
         return "".join(parts)
 
-    def plan(self) -> dict[str, Any]:
-        return {"mode": self.mode, "detach": self.detach, "cpu": self.cpu, "numpy": self.numpy}
+    def plan(self) -> Conversion:
+        return Conversion(self.mode, self.detach, self.cpu, self.numpy)
 
 
 def _plan_numpy_call(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -18,8 +19,9 @@ from repairbot.analysis import (
     shape_text,
     source,
 )
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
@@ -31,20 +33,19 @@ def _ints(text: str | None) -> list[int]:
     return [int(v) for v in re.findall(r"\d+", text or "")]
 
 
-class BatchSizeArgument(SiteTransformer):
+@dataclass(frozen=True)
+class BatchSizeArgument(Rewrite):
     """Replaces the first argument of the ``init_hidden(...)`` call with the batch's own size."""
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
-            return updated_node
-        target = argument(updated_node, 0, str(self.site.params["parameter"]))
+    parameter: str  # the name of the argument replaced
+    batch: str  # the batch size, as code
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        target = argument(call, 0, self.parameter)
         if target is None:
-            return updated_node
-        self.changes += 1
-        value = cst.parse_expression(str(self.site.params["batch"]))
-        return updated_node.with_changes(
-            args=[a.with_changes(value=value) if a is target else a for a in updated_node.args]
-        )
+            raise EditError(f"no {self.parameter} argument")
+        return [Edit(target.value, cst.parse_expression(self.batch))]
 
 
 class RnnHiddenShape(Pattern):
@@ -97,7 +98,7 @@ class RnnHiddenShape(Pattern):
                   + r"(?P<want>\d)-D but got (?P<got_dims>[\w\s,()-]+?) tensors?"),
         signature("RuntimeError", phrase("Expected more hidden states in stacked_rnn")),
     )
-    Transformer = BatchSizeArgument
+    REWRITES = (BatchSizeArgument,)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -158,7 +159,7 @@ class RnnHiddenShape(Pattern):
             pattern=self.ID,
             file=str(src.path),
             span=src.positions[call],
-            params={"parameter": parameter, "batch": batch},
+            rewrite=BatchSizeArgument(parameter, batch),
             summary=f"Changed {old} to {new}: the state must have the batch's own size ({expected[1]} here, {got[1]} given)",
             applicability=self.APPLICABILITY,
             evidence={"expected": expected, "got": got, "state_made_at": place(made), "batch": batch},

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 
 from repairbot.analysis import Source, argument, source
 from repairbot.codemod import string_literal
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Site, Span
 
@@ -62,14 +64,17 @@ def by_module(keys: Sequence[str], limit: int = 6) -> str:
     return "; ".join(parts)
 
 
-class StripPrefix(SiteTransformer):
+@dataclass(frozen=True)
+class StripPrefix(Rewrite):
     """Wraps the state dict given to ``load_state_dict`` in a comprehension that strips the prefix."""
 
-    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
-        if not self.at_site(original_node.value):
-            return updated_node
-        self.changes += 1
-        return updated_node.with_changes(value=cst.parse_expression(self.site.params["expression"]))
+    expression: str  # the comprehension, as code
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        value = nodes.node(cst.BaseExpression)
+        if not isinstance(nodes.parent(value), cst.Arg):
+            raise EditError("the state dict is not an argument")
+        return [Edit(value, cst.parse_expression(self.expression))]
 
 
 class StateDictKeys(Pattern):
@@ -122,7 +127,7 @@ class StateDictKeys(Pattern):
         signature("KeyError", r"unexpected key \\?[\"'](?P<key>[^\"'\\]+)\\?[\"'] in state_dict"),
         signature("KeyError", r"missing keys in state_dict"),
     )
-    Transformer = StripPrefix
+    REWRITES = (StripPrefix,)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -166,7 +171,7 @@ class StateDictKeys(Pattern):
             pattern=self.ID,
             file=str(src.path),
             span=Span(span.line, span.col, span.end_line, span.end_col),
-            params={"expression": expression},
+            rewrite=StripPrefix(expression),
             summary=f"Stripped the {prefix!r} prefix ({_WRAPPERS.get(prefix, ' + '.join(_split(prefix)))}) "
                     f"off the checkpoint's keys: load_state_dict({old}) now gets {expression}",
             applicability=self.APPLICABILITY,

@@ -32,8 +32,9 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import append_keyword, method_call, replace_arg_value
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import parameter_names, project_sources, written_at
 from repairbot.sources import Sources, report_path
 from repairbot.torch_semantics import is_loss_name
@@ -68,37 +69,44 @@ _MOVES = frozenset({"to", "cuda", "cpu"})  # the same labels on another device
 _COMPARES = ("torch.eq", "torch.ne", "torch.equal", "torch.lt", "torch.le", "torch.gt", "torch.ge")
 
 
-class TargetMethod(SiteTransformer):
-    """``.long()`` (or ``.float()``) on the target argument of the loss call at the site; or, at a
-    creation site, the ``dtype=`` keyword's value replaced."""
+@dataclass(frozen=True)
+class TargetMethod(Rewrite):
+    """``.long()`` (or ``.float()``) on the target argument of the loss call at the site."""
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
-            return updated_node
-        params = self.site.params
-        action = params["action"]
-        if action in ("dtype-keyword", "add-dtype", "type-arg"):
-            dtype = cst.parse_expression(str(params["dtype"]))
-            if action == "add-dtype":
-                if keyword_arg(updated_node, "dtype") is not None:
-                    return updated_node
-                self.changes += 1
-                return append_keyword(updated_node, "dtype", dtype)
-            written = keyword_arg(updated_node, "dtype") if action == "dtype-keyword" else argument(updated_node, 0, "dtype")
-            if written is None:
-                return updated_node
-            self.changes += 1
-            return replace_arg_value(updated_node, written, dtype)
-        if action == "method":
-            if not isinstance(updated_node.func, cst.Attribute) or updated_node.args:
-                return updated_node
-            self.changes += 1
-            return updated_node.with_changes(func=updated_node.func.with_changes(attr=cst.Name(str(params["method"]))))
-        target = argument(updated_node, 1, "target")
+    method: str
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        target = argument(call, 1, "target")
         if target is None:
-            return updated_node
-        self.changes += 1
-        return replace_arg_value(updated_node, target, method_call(target.value, str(params["method"])))
+            raise EditError("no target argument")
+        return [Edit(call, replace_arg_value(call, target, method_call(target.value, self.method)))]
+
+
+@dataclass(frozen=True)
+class CreationDtype(Rewrite):
+    """At a creation call: the ``dtype=`` keyword's value replaced (``dtype-keyword``) or added
+    (``add-dtype``), the ``.type(...)`` argument replaced (``type-arg``), or the conversion
+    method renamed (``method``)."""
+
+    action: str  # dtype-keyword, add-dtype, type-arg, method
+    dtype: str  # the dtype's code (torch.long), or the method (long)
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        if self.action == "method":
+            if not isinstance(call.func, cst.Attribute) or call.args:
+                raise EditError("not a conversion method call")
+            return [Edit(call, call.with_changes(func=call.func.with_changes(attr=cst.Name(self.dtype))))]
+        dtype = cst.parse_expression(self.dtype)
+        if self.action == "add-dtype":
+            if keyword_arg(call, "dtype") is not None:
+                raise EditError("the call has a dtype= already")
+            return [Edit(call, append_keyword(call, "dtype", dtype))]
+        written = keyword_arg(call, "dtype") if self.action == "dtype-keyword" else argument(call, 0, "dtype")
+        if written is None:
+            raise EditError("no dtype argument")
+        return [Edit(call, replace_arg_value(call, written, dtype))]
 
 
 class TargetDtype(Pattern):
@@ -189,7 +197,7 @@ class TargetDtype(Pattern):
     EVIDENCE = frozenset({"locals", "failing_module"})
     # A dtype does not depend on how many samples a batch holds.
     BATCH_INVARIANT = True
-    Transformer = TargetMethod
+    REWRITES = (TargetMethod, CreationDtype)
 
     def match(self, failure: Failure) -> re.Match[str] | None:
         for sig in self.SIGNATURES:
@@ -681,7 +689,7 @@ class _Locator:
             pattern=self.pattern.ID,
             file=str(self.src.path),
             span=self.loss.span,
-            params={"action": "target-method", "method": method},
+            rewrite=TargetMethod(method),
             summary=f"Added .{method}() to the target `{code}` at the {loss} call at {self.where}: it was {self.found}"
             f"{traced}, and {why}",
             applicability=applicability,
@@ -698,7 +706,7 @@ class _Locator:
             pattern=self.pattern.ID,
             file=str(made.src.path),
             span=span,
-            params={"action": made.edit, "dtype": made.dtype, "method": made.dtype},
+            rewrite=CreationDtype(made.edit, made.dtype),
             summary=f"Made the class labels int64 where they are created at {made.where} ({made.how}): they reached the "
             f"{loss} call at {self.where} as {self.found}{traced}, and the code reads them only as class targets (and in "
             "comparisons and counts)",

@@ -22,8 +22,9 @@ from repairbot.analysis import (
     place_in,
 )
 from repairbot.codemod import method_call, replace_arg_value
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature, type_matches
+from repairbot.pattern import Pattern, phrase, signature, type_matches
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -47,19 +48,20 @@ _USING = (
 )
 
 
-class SqueezeLossArgument(SiteTransformer):
+@dataclass(frozen=True)
+class SqueezeLossArgument(Rewrite):
     """Appends ``.squeeze(dim)`` to one argument of the loss call at the site, nothing else."""
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
-            return updated_node
-        target = argument(updated_node, int(self.site.params["position"]), str(self.site.params["keyword"]))
+    position: int  # the argument, by position or by keyword
+    keyword: str
+    dim: int
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        target = argument(call, self.position, self.keyword)
         if target is None:
-            return updated_node
-        self.changes += 1
-        return replace_arg_value(
-            updated_node, target, method_call(target.value, "squeeze", cst.Integer(str(self.site.params["dim"])))
-        )
+            raise EditError(f"no {self.keyword} argument")
+        return [Edit(call, replace_arg_value(call, target, method_call(target.value, "squeeze", cst.Integer(str(self.dim)))))]
 
 
 class TargetShape(Pattern):
@@ -128,7 +130,7 @@ class TargetShape(Pattern):
     # hard-coded in the script would show up as two different first sizes, which locate
     # declines. So the forced batch size can neither create this failure nor hide it.
     BATCH_INVARIANT = True
-    Transformer = SqueezeLossArgument
+    REWRITES = (SqueezeLossArgument,)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -208,7 +210,7 @@ class TargetShape(Pattern):
             pattern=self.ID,
             file=str(path),
             span=span,
-            params={"position": _POSITIONS[plan.role], "keyword": plan.role, "dim": plan.dim},
+            rewrite=SqueezeLossArgument(_POSITIONS[plan.role], plan.role, plan.dim),
             summary=(
                 f"Added .squeeze({plan.dim}) to {shown} at the loss call: the prediction was {prediction} "
                 f"and the target {target}, {effect}"

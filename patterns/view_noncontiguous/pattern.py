@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
@@ -19,8 +20,9 @@ from repairbot.analysis import (
     shape_text,
     spans,
 )
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.torch_semantics import is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -29,19 +31,16 @@ from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 _RESHAPE = {"view": "reshape", "view_as": "reshape_as"}
 
 
-class ViewToReshape(SiteTransformer):
+@dataclass(frozen=True)
+class ViewToReshape(Rewrite):
     """Renames the method of the one ``.view``/``.view_as`` call at the site."""
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node) or not isinstance(updated_node.func, cst.Attribute):
-            return updated_node
-        method = updated_node.func.attr.value
-        if method not in _RESHAPE:
-            return updated_node
-        self.changes += 1
-        return updated_node.with_changes(
-            func=updated_node.func.with_changes(attr=updated_node.func.attr.with_changes(value=_RESHAPE[method]))
-        )
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        if not isinstance(call.func, cst.Attribute) or call.func.attr.value not in _RESHAPE:
+            raise EditError("not a .view/.view_as call")
+        renamed = call.func.attr.with_changes(value=_RESHAPE[call.func.attr.value])
+        return [Edit(call, call.with_changes(func=call.func.with_changes(attr=renamed)))]
 
 
 class ViewNoncontiguous(Pattern):
@@ -98,7 +97,7 @@ class ViewNoncontiguous(Pattern):
     # A dimension of size 1 has no stride constraint, so a view that fails at the forced
     # batch of 2 may work at a script's own batch of 1: confirm before editing.
     BATCH_INVARIANT = False
-    Transformer = ViewToReshape
+    REWRITES = (ViewToReshape,)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -155,7 +154,7 @@ class ViewNoncontiguous(Pattern):
             pattern=self.ID,
             file=str(path),
             span=span,
-            params={"method": method},
+            rewrite=ViewToReshape(),
             summary=(
                 f"Changed .{method}(...) to .{_RESHAPE[method]}(...) on {shown} at {where}: its memory layout "
                 f"cannot be viewed with the new shape, {_RESHAPE[method]} copies it when it must"

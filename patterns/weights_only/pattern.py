@@ -23,8 +23,9 @@ from repairbot.analysis import (
     spans,
 )
 from repairbot.codemod import string_literal
+from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
+from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources, report_path
 from repairbot.trace.bootstrap import NUMPY_DTYPE_CLASS, PLAIN_DATA
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -47,48 +48,48 @@ def is_plain_data(name: str) -> bool:
     return name in PLAIN_DATA or bool(NUMPY_DTYPE_CLASS.match(name))
 
 
-class AllowlistGlobals(SiteTransformer):
-    """Wraps the statement at the site in ``with torch.serialization.safe_globals([...]):``, or
-    extends the list of such a block already there; inserts the missing imports before the
-    statement at the extra span."""
+def _import_edits(nodes: SiteNodes, imports: Sequence[str]) -> list[Edit]:
+    """The missing imports inserted before the statement at the extra span; the blank lines
+    and comments above it move above them."""
+    anchors = nodes.extra(cst.SimpleStatementLine)
+    if not imports or not anchors:
+        return []
+    (anchor,) = anchors
+    added: list[cst.BaseStatement] = [cst.parse_statement(code + "\n") for code in imports]
+    added[0] = added[0].with_changes(leading_lines=anchor.leading_lines)
+    return [Edit(anchor, cst.FlattenSentinel([*added, anchor.with_changes(leading_lines=[])]))]
 
-    def leave_SimpleStatementLine(
-        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
-        result: list[cst.BaseStatement] = []
-        statement: cst.BaseStatement = updated_node
-        if self.at_extra_site(original_node):
-            statement, imports = self._with_imports(updated_node)
-            result.extend(imports)
-        if self.site.params["action"] == "wrap" and self.at_site(original_node):
-            statement = self._wrapped(cst.ensure_type(statement, cst.SimpleStatementLine))
-            self.changes += 1
-        if not result:
-            return statement
-        return cst.FlattenSentinel([*result, statement])
 
-    def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.BaseExpression:
-        if self.site.params["action"] != "extend" or not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        return _extended(updated_node, [cst.parse_expression(code) for code in self.site.params["elements"]])
+@dataclass(frozen=True)
+class WrapInSafeGlobals(Rewrite):
+    """Wraps the statement at the site in ``with torch.serialization.safe_globals([...]):``
+    (``context``, as code) and inserts the missing imports."""
 
-    def _wrapped(self, statement: cst.SimpleStatementLine) -> cst.With:
-        items = cst.parse_expression(str(self.site.params["context"]))
-        return cst.With(
-            items=[cst.WithItem(items)],
+    context: str
+    imports: tuple[str, ...]
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        statement = nodes.node(cst.SimpleStatementLine)
+        wrapped = cst.With(
+            items=[cst.WithItem(cst.parse_expression(self.context))],
             body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
             leading_lines=statement.leading_lines,
         )
+        return [Edit(statement, wrapped), *_import_edits(nodes, self.imports)]
 
-    def _with_imports(
-        self, statement: cst.SimpleStatementLine
-    ) -> tuple[cst.SimpleStatementLine, list[cst.BaseStatement]]:
-        """The anchor without its leading blank lines and comments, and the new imports that take them."""
-        self.changes += 1
-        imports: list[cst.BaseStatement] = [cst.parse_statement(code + "\n") for code in self.site.params["imports"]]
-        imports[0] = imports[0].with_changes(leading_lines=statement.leading_lines)
-        return statement.with_changes(leading_lines=[]), imports
+
+@dataclass(frozen=True)
+class ExtendSafeGlobals(Rewrite):
+    """Appends the missing globals (``elements``, as code) to the list of the
+    ``safe_globals([...])`` block at the site, and inserts the missing imports."""
+
+    elements: tuple[str, ...]
+    imports: tuple[str, ...]
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        listed = nodes.node(cst.List)
+        extended = _extended(listed, [cst.parse_expression(code) for code in self.elements])
+        return [Edit(listed, extended), *_import_edits(nodes, self.imports)]
 
 
 class WeightsOnly(Pattern):
@@ -162,7 +163,7 @@ class WeightsOnly(Pattern):
     RERUN_PROBES = frozenset({_PROBE})
     BATCH_INVARIANT = True
     MAX_CHANGED_LINES = 4
-    Transformer = AllowlistGlobals
+    REWRITES = (WrapInSafeGlobals, ExtendSafeGlobals)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -277,7 +278,7 @@ class WeightsOnly(Pattern):
                 )
             return Site(
                 pattern=self.ID, file=str(path), span=list_span,
-                params={"action": "extend", "elements": missing, "imports": spelled.imports},
+                rewrite=ExtendSafeGlobals(tuple(missing), tuple(spelled.imports)),
                 summary=(
                     f"Added {', '.join(missing)} to the safe_globals([...]) list around {loader} at {where}: "
                     f"{checkpoint} also holds {names}"
@@ -298,7 +299,7 @@ class WeightsOnly(Pattern):
         shown_context = f"{torch_name}.serialization.safe_globals([{', '.join(spelled.elements)}])"
         return Site(
             pattern=self.ID, file=str(path), span=positions[statement],
-            params={"action": "wrap", "context": context, "imports": spelled.imports},
+            rewrite=WrapInSafeGlobals(context, tuple(spelled.imports)),
             summary=(
                 f"Wrapped {shown} in `with {shown_context}:` so that weights_only=True (torch >= 2.6) loads "
                 f"{report_path(Path(checkpoint))}, which holds {names}{added}"

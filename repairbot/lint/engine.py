@@ -22,7 +22,8 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from repairbot.analysis import ImportTable
-from repairbot.lint.rule import FileContext, LintRule, Replacement, Report, handlers
+from repairbot.edits import Replacement, apply_edits, edits_of
+from repairbot.lint.rule import FileContext, LintRule, Report, handlers
 from repairbot.lint.walk import Handler, descendants, imports, walk
 from repairbot.sources import line_endings
 from repairbot.types import Applicability
@@ -48,7 +49,7 @@ class FixLevel(enum.IntEnum):
 
 
 @dataclass(frozen=True)
-class Edit:
+class TextEdit:
     """A fix as one text replacement: 1-based lines and columns, the end exclusive."""
 
     line: int
@@ -75,7 +76,7 @@ class Finding:
     rule: str
     message: str
     fix: Applicability  # SAFE | UNSAFE | NONE
-    edit: Edit | None = None  # the fix alone, when asked for (SARIF)
+    edit: TextEdit | None = None  # the fix alone, when asked for (SARIF)
     # In a notebook: the code cell (line and edit are then within it) and the .ipynb file's line
     cell: int | None = None
     source_line: int | None = None
@@ -141,19 +142,8 @@ def _suppressed(line_text: str, rule: str) -> bool:
     return False
 
 
-class _Replace(cst.CSTTransformer):
-    """Swaps nodes (by identity) for their replacements."""
-
-    def __init__(self, replacements: dict[cst.CSTNode, Replacement]) -> None:
-        super().__init__()
-        self.replacements = replacements
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Replacement:  # type: ignore[override]
-        return self.replacements.get(original_node, updated_node)
-
-
-def _apply(module: cst.Module, replacements: dict[cst.CSTNode, Replacement]) -> cst.Module:
-    return cst.ensure_type(module.visit(_Replace(replacements)), cst.Module)
+def _apply(module: cst.Module, replacements: Mapping[cst.CSTNode, Replacement]) -> cst.Module:
+    return apply_edits(module, edits_of(replacements))
 
 
 def _overlap(a: CodeRange, b: CodeRange) -> bool:
@@ -161,7 +151,7 @@ def _overlap(a: CodeRange, b: CodeRange) -> bool:
                 or (b.end.line, b.end.column) <= (a.start.line, a.start.column))
 
 
-def _edit(before: str, after: str) -> Edit:
+def _edit(before: str, after: str) -> TextEdit:
     """The narrowest replacement that turns ``before`` into ``after``."""
     prefix = 0
     limit = min(len(before), len(after))
@@ -176,7 +166,7 @@ def _edit(before: str, after: str) -> Edit:
         return line, offset - (before.rfind("\n", 0, offset) + 1) + 1
 
     start, end = position(prefix), position(len(before) - suffix)
-    return Edit(start[0], start[1], end[0], end[1], after[prefix:len(after) - suffix])
+    return TextEdit(start[0], start[1], end[0], end[1], after[prefix:len(after) - suffix])
 
 
 def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
@@ -342,7 +332,7 @@ def _text(data: bytes, module: cst.Module) -> str:
     return data.decode(module.encoding, errors="replace")
 
 
-def apply_edit(data: bytes, edit: Edit) -> bytes:
+def apply_edit(data: bytes, edit: TextEdit) -> bytes:
     """The file's bytes with one finding's edit made, decoded and encoded as the engine read
     them (the edit's columns count characters of the file's own encoding)."""
     module = cst.parse_module(data)

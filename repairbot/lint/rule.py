@@ -36,11 +36,10 @@ from typing import ClassVar
 import libcst as cst
 
 from repairbot.analysis import ImportTable, dotted_name, is_torch_name
+from repairbot.edits import Replacement
 from repairbot.lint.walk import descendants
 from repairbot.types import Applicability
 from repairbot.unit import DocFormat, Kind, Unit
-
-Replacement = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]
 
 
 @dataclass(frozen=True)
