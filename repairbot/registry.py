@@ -41,6 +41,18 @@ def pattern_folder(pattern: Pattern | type[Pattern]) -> Path:
     return Path(inspect.getfile(type(pattern) if isinstance(pattern, Pattern) else pattern)).parent
 
 
+def probe_file(pattern: Pattern | type[Pattern]) -> Path | None:
+    """The pattern's own run-time probe (``probe.py`` beside ``pattern.py``), if it has one."""
+    path = pattern_folder(pattern) / "probe.py"
+    return path if path.is_file() else None
+
+
+@functools.cache
+def probe_files() -> tuple[Path, ...]:
+    """The probe files of the whole catalogue, in pattern id order."""
+    return tuple(path for path in map(probe_file, all_patterns()) if path is not None)
+
+
 @functools.cache
 def all_patterns() -> tuple[Pattern, ...]:
     """One instance of every pattern, in id order."""

@@ -1,0 +1,56 @@
+"""The state of one run that the probes share: the limits, the counters, the traces."""
+
+import json
+import time
+import weakref
+
+from . import realos
+
+
+class RunState:
+    """Counters and traces of one run; the probes read and write them (never a global)."""
+
+    def __init__(self, config):
+        limits = config.get("limits", {})
+        self.force_batch = bool(limits.get("force_batch_size", True))
+        self.cut_batches = bool(limits.get("cut_batches", True))
+        self.step_budget = bool(limits.get("step_budget", True))
+        self.batch_size = int(limits.get("batch_size", 2))
+        self.max_batches = int(limits.get("max_batches", 2))
+        self.max_steps = int(limits.get("max_steps", 20))
+        self.forced = []  # what the limits changed, with where
+        self.active_loaders = 0
+        self.passes = []  # the DataLoader passes under way: {"driven": pulled by a loop header}
+        self.steps = 0
+        self.free_steps = 0  # steps taken while no DataLoader was being iterated
+        self.batches = 0
+        self.forwards = 0
+        self.loaders_cut = 0
+        self.last_batches = []  # DataLoaders whose passes end with the real run's last batch
+        self.linears = []  # records, in construction order
+        self.layer_sites = []  # construction records of every sized layer (install_layer_site_probe)
+        self.layer_site_index = weakref.WeakKeyDictionary()
+        self.linear_index = weakref.WeakKeyDictionary()
+        self.module_sites = weakref.WeakKeyDictionary()
+        self.stopped_at = None
+        self.torch = None
+        self.progress_path = config.get("progress_path")
+        self._last_beat = 0.0
+        self.probes = frozenset(config.get("probes", ()))  # the opt-in probes asked for, by name
+
+    def progress(self):
+        return [self.steps, self.batches, self.forwards]
+
+    def heartbeat(self):
+        """Leave the progress on disk now and then: a run killed at the timeout says how far it got."""
+        now = time.monotonic()
+        if not self.progress_path or now - self._last_beat < 1.0:
+            return
+        self._last_beat = now
+        tmp = self.progress_path + ".tmp"
+        try:
+            with realos.open(tmp, "w") as handle:
+                json.dump({"progress": self.progress()}, handle)
+            realos.replace(tmp, self.progress_path)
+        except OSError:
+            pass
