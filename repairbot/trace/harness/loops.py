@@ -8,6 +8,7 @@ budget (probes/step_budget.py) decides which loops leave.
 
 import ast
 
+
 class LoopRecord:
     __slots__ = ("body_line", "end_line", "file", "id", "kind", "line", "scope")
 

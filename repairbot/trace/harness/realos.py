@@ -7,7 +7,7 @@ read and written through these, never through what the script sees.
 import builtins
 import os
 
-open = builtins.open  # noqa: A001 - the real ``open``, shadowing the guarded one on purpose
+open = builtins.open  # the real ``open``: this module is always used qualified (realos.open)
 os_open = os.open
 stat = os.stat
 lstat = os.lstat

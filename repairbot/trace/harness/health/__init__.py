@@ -10,7 +10,9 @@ import hashlib
 import sys
 import weakref
 
-from ..frames import outside_harness, short_site as _short_site, shape as _shape, user_call_site
+from ..frames import outside_harness, user_call_site
+from ..frames import shape as _shape
+from ..frames import short_site as _short_site
 
 NAME = "health"
 EVIDENCE_KEY = "health"

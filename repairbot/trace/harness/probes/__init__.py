@@ -6,7 +6,16 @@ by path, between the two, when the pattern is selected.
 """
 
 from .. import health
-from . import argparse_batch, dataloader_limits, file_guard, layer_sites, linears, module_sites, progress, step_budget
+from . import (
+    argparse_batch,
+    dataloader_limits,
+    file_guard,
+    layer_sites,
+    linears,
+    module_sites,
+    progress,
+    step_budget,
+)
 
 BEFORE_PATTERNS = (progress, dataloader_limits, step_budget, module_sites, layer_sites, linears)
 AFTER_PATTERNS = (health, argparse_batch, file_guard)
