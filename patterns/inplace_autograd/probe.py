@@ -8,6 +8,8 @@ Events are kept since the last ``backward()`` that succeeded.
 """
 
 import sys
+import types
+from typing import Any, Dict, List, Optional
 
 NAME = "inplace-ops"
 OPT_IN = True
@@ -19,9 +21,9 @@ _INPLACE_DUNDERS = frozenset((
 ))
 
 
-def _module_in_forward(torch):
+def _module_in_forward(torch: Any) -> Any:
     """The innermost module whose forward is running and that has an ``inplace`` switch."""
-    frame = sys._getframe(2)
+    frame: Optional[types.FrameType] = sys._getframe(2)
     while frame is not None and torch is not None:
         if frame.f_code.co_name == "forward":
             module = frame.f_locals.get("self")
@@ -31,7 +33,7 @@ def _module_in_forward(torch):
     return None
 
 
-def install(run):
+def install(run: Any) -> Any:
     try:
         from torch.overrides import TorchFunctionMode
     except ImportError:
@@ -39,10 +41,10 @@ def install(run):
     from repairbot_harness.frames import shape, user_call_site
 
     torch, module_sites = run.torch, run.state.module_sites
-    ops = []
+    ops: List[Dict[str, Any]] = []
 
-    class InplaceRecorder(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
+    class InplaceRecorder(TorchFunctionMode):  # type: ignore[misc]
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             name = getattr(func, "__name__", "")
             if name == "backward":
@@ -57,7 +59,7 @@ def install(run):
                     self._record(name, tensor)
             return func(*args, **kwargs)
 
-        def _record(self, name, tensor):
+        def _record(self, name: Any, tensor: Any) -> None:
             module = _module_in_forward(torch)
             grad_fn = tensor.grad_fn
             ops.append({

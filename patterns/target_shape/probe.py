@@ -5,12 +5,14 @@ MSE/L1-style losses only warn on (N, 1) vs (N,) shapes: the warning is raised at
 instead, so that the run fails where the shapes meet.
 """
 
+from typing import Any
+
 NAME = "target-size-warning"
 OPT_IN = True
 NEEDS_TORCH = False
 
 
-def install(run):
+def install(run: Any) -> None:
     import warnings
 
     warnings.filterwarnings("error", message=r"Using a target size", category=UserWarning)

@@ -10,6 +10,7 @@ global, the fix needs them all.
 import os
 import re
 import sys
+from typing import Any, Dict, List
 
 NAME = "unsafe-globals"
 OPT_IN = True
@@ -33,11 +34,11 @@ _REFUSED_GLOBAL = re.compile(r"Unsupported global: GLOBAL ([\w.]+)")
 _REFUSED_BUILD = re.compile(r"but got <class '([\w.]+)'>")
 
 
-def _plain_data(name):
+def _plain_data(name: Any) -> Any:
     return name in PLAIN_DATA or bool(NUMPY_DTYPE_CLASS.match(name))
 
 
-def _resolve_global(name):
+def _resolve_global(name: Any) -> Any:
     """The object a checkpoint's GLOBAL names, from modules already imported (nothing new runs)."""
     parts = name.split(".")
     for cut in range(len(parts) - 1, 0, -1):
@@ -54,23 +55,23 @@ def _resolve_global(name):
     return None
 
 
-def _global_path(obj):
+def _global_path(obj: Any) -> Any:
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     return "%s.%s" % (module, qualname) if module and qualname else None
 
 
-def _checkpoint_path(f):
+def _checkpoint_path(f: Any) -> Any:
     if isinstance(f, (str, bytes)) or hasattr(f, "__fspath__"):
         return os.path.abspath(os.fsdecode(f))
     name = getattr(f, "name", None)
     return os.path.abspath(name) if isinstance(name, str) and os.path.isfile(name) else None
 
 
-def _unsafe_globals_record(torch, real_load, f):
+def _unsafe_globals_record(torch: Any, real_load: Any, f: Any) -> Any:
     """What a refused checkpoint needs: every unsafe global (a static scan, nothing runs), and,
     when they are all plain data, whether it loads with them allowlisted (adding the NumPy
     dtype classes the unpickler then asks for)."""
-    record = {"path": None, "globals": [], "build_types": [], "loads": None, "error": None}
+    record: Dict[str, Any] = {"path": None, "globals": [], "build_types": [], "loads": None, "error": None}
     path = _checkpoint_path(f)
     if path is None:
         record["error"] = "torch.load was given a %s, not a file path" % type(f).__name__
@@ -99,11 +100,11 @@ def _unsafe_globals_record(torch, real_load, f):
             found = _REFUSED_BUILD.search(text) or _REFUSED_GLOBAL.search(text)
             name = found.group(1) if found else None
             obj = _resolve_global(name) if name and _plain_data(name) else None
-            if obj is None or any(entry[1] == name for entry in allowed):
+            if obj is None or any(entry is not None and entry[1] == name for entry in allowed):
                 record["loads"] = False
                 return record
             allowed.append((obj, name))
-            if found.re is _REFUSED_BUILD:
+            if found is not None and found.re is _REFUSED_BUILD:
                 record["build_types"].append({"name": name, "resolved": _global_path(obj)})
             else:
                 record["globals"].append({"name": name, "resolved": _global_path(obj)})
@@ -112,11 +113,11 @@ def _unsafe_globals_record(torch, real_load, f):
 
 
 
-def install(run):
+def install(run: Any) -> Any:
     torch = run.torch
-    records = []
+    records: List[Dict[str, Any]] = []
 
-    def load(real_load, f, *args, **kwargs):
+    def load(real_load: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return real_load(f, *args, **kwargs)
         except Exception as error:

@@ -10,11 +10,12 @@ repairbot installed and may be as old as Python 3.8: it loads the harness packag
 import importlib.util
 import os
 import sys
+from typing import Any
 
 PACKAGE = "repairbot_harness"
 
 
-def load_harness():
+def load_harness() -> Any:
     folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness")
     spec = importlib.util.spec_from_file_location(
         PACKAGE, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
@@ -27,19 +28,19 @@ def load_harness():
     return package
 
 
-def main():
+def main() -> Any:
     load_harness()
-    from repairbot_harness.frames import OWNERSHIP  # type: ignore[import-not-found]
+    from repairbot_harness.frames import OWNERSHIP
 
     OWNERSHIP.add_harness_file(__file__)
     if sys.argv[1:] == ["--serve"]:
-        from repairbot_harness.server import serve  # type: ignore[import-not-found]
+        from repairbot_harness.server import serve
 
         return serve()
     if len(sys.argv) != 2:
         sys.stderr.write("usage: bootstrap.py CONFIG.json | --serve\n")
         return 2
-    from repairbot_harness.main import run  # type: ignore[import-not-found]
+    from repairbot_harness.main import run
 
     return run(sys.argv[1])
 

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import types
+from typing import Any, Dict
 
 from . import realos
 from .frames import OWNERSHIP, frame_record, short_site
@@ -14,7 +15,7 @@ from .frames import shape as _shape
 SCHEMA = "repairbot.evidence/1"
 
 
-def _describe(value, torch, state=None):
+def _describe(value: Any, torch: Any, state: Any = None) -> Any:
     """A small JSON description of a local, or None when it says nothing useful."""
     if torch is not None:
         if isinstance(value, torch.Tensor):
@@ -51,7 +52,7 @@ def _describe(value, torch, state=None):
     return None
 
 
-def _describe_scope(namespace, torch, state, kinds=None, limit=60):
+def _describe_scope(namespace: Any, torch: Any, state: Any, kinds: Any = None, limit: Any = 60) -> Any:
     described = {}
     for name, value in list(namespace.items()):
         if name.startswith("__"):
@@ -71,10 +72,10 @@ _MODULE_SIZES = ("num_embeddings", "embedding_dim", "padding_idx", "in_features"
                  "in_channels", "out_channels", "num_features", "input_size", "hidden_size")
 
 
-def _module_details(module, value, torch):
+def _module_details(module: Any, value: Any, torch: Any) -> Any:
     """What a failing module was built with, and the range of an integer input it received
     (an Embedding given index 12 with num_embeddings=10, say)."""
-    details = {}
+    details: Dict[str, Any] = {}
     for name in _MODULE_SIZES:
         size = getattr(module, name, None)
         if isinstance(size, int) and not isinstance(size, bool):
@@ -91,11 +92,11 @@ def _module_details(module, value, torch):
     return details
 
 
-def _is_harness_frame(tb):
+def _is_harness_frame(tb: Any) -> Any:
     return OWNERSHIP.is_harness_file(tb.tb_frame.f_code.co_filename)
 
 
-def _trim_traceback(tb):
+def _trim_traceback(tb: Any) -> Any:
     """The traceback without the harness's own frames (its entry point at the top, and the
     wrappers it puts between the script and torch: the DataLoader cut, the in-place recorder).
 
@@ -113,7 +114,7 @@ def _trim_traceback(tb):
     return rebuilt
 
 
-def trim_chain(exc, seen=None):
+def trim_chain(exc: Any, seen: Any = None) -> None:
     """Trim every exception of a chain, as the printed traceback shows them all."""
     seen = seen if seen is not None else set()
     while exc is not None and id(exc) not in seen:
@@ -123,7 +124,7 @@ def trim_chain(exc, seen=None):
         exc = exc.__context__
 
 
-def _exception_type_name(exc):
+def _exception_type_name(exc: Any) -> Any:
     cls = type(exc)
     module = cls.__module__
     if module in ("builtins", "__main__", None):
@@ -131,7 +132,7 @@ def _exception_type_name(exc):
     return "%s.%s" % (module, cls.__qualname__)
 
 
-def describe_exception(exc, torch, state, with_locals=True, depth=0):
+def describe_exception(exc: Any, torch: Any, state: Any, with_locals: Any = True, depth: Any = 0) -> Any:
     tb = _trim_traceback(exc.__traceback__)
     frames = []
     failing_module = None
@@ -172,14 +173,14 @@ def describe_exception(exc, torch, state, with_locals=True, depth=0):
     return described
 
 
-def _safe_str(exc):
+def _safe_str(exc: Any) -> Any:
     try:
         return str(exc)
     except Exception as error:  # a broken __str__ must not hide the failure
         return "<unprintable %s: %s>" % (type(exc).__name__, error)
 
 
-def _imported_user_files(script):
+def _imported_user_files(script: Any) -> Any:
     files = {script}
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
@@ -189,8 +190,8 @@ def _imported_user_files(script):
     return sorted(files)
 
 
-def _environment(torch):
-    env = {"python": "%d.%d.%d" % sys.version_info[:3], "torch": None, "cuda_available": False}
+def _environment(torch: Any) -> Any:
+    env: Dict[str, Any] = {"python": "%d.%d.%d" % sys.version_info[:3], "torch": None, "cuda_available": False}
     if torch is not None:
         env["torch"] = torch.__version__.split("+")[0]
         env["torch_threads"] = torch.get_num_threads()
@@ -205,7 +206,7 @@ def _environment(torch):
     return env
 
 
-def write_evidence(run, outcome, exit_code, exception=None):
+def write_evidence(run: Any, outcome: Any, exit_code: Any, exception: Any = None) -> None:
     state, budget, guard = run.state, run.budget, run.guard
     evidence = {
         "schema": SCHEMA,
@@ -241,7 +242,7 @@ def write_evidence(run, outcome, exit_code, exception=None):
     realos.replace(tmp, path)
 
 
-def finish(run, outcome, exit_code, exception=None):
+def finish(run: Any, outcome: Any, exit_code: Any, exception: Any = None) -> None:
     """Write the evidence and leave at once: nothing in the script can swallow this.
 
     Used where the harness ends a run that is still going (the step budget): a script's own
@@ -256,7 +257,7 @@ def finish(run, outcome, exit_code, exception=None):
         flush_and_exit(exit_code)
 
 
-def flush_and_exit(code):
+def flush_and_exit(code: Any) -> None:
     """Flush what the script printed, then leave at once (no atexit, no finalizers of its own)."""
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -266,7 +267,7 @@ def flush_and_exit(code):
     os._exit(code)
 
 
-def conclude(run, outcome, exit_code, exception=None):
+def conclude(run: Any, outcome: Any, exit_code: Any, exception: Any = None) -> Any:
     """Write the evidence of a run that ended by itself; the interpreter then exits normally."""
     if not run.finished:
         run.finished = True

@@ -6,6 +6,11 @@ import os
 import site
 import sys
 import sysconfig
+import types
+from typing import Any, Dict, List, Optional, Set
+
+# A user frame as evidence.json holds it: file, line, function, code, user (col, end_line, end_col)
+FrameRecord = Dict[str, Any]
 
 # This package's folder: every file in it is the harness's own, never the user's.
 HARNESS_DIR = os.path.dirname(os.path.realpath(os.path.abspath(__file__)))
@@ -14,7 +19,7 @@ HARNESS_DIR = os.path.dirname(os.path.realpath(os.path.abspath(__file__)))
 class CodeOwnership:
     """Tells the user's own files from the standard library, installed packages and us."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         roots = set()
         for key in ("stdlib", "platstdlib", "purelib", "platlib"):
             try:
@@ -31,21 +36,21 @@ class CodeOwnership:
             pass
         self.library_roots = tuple(sorted(r.rstrip(os.sep) + os.sep for r in roots if r))
         # the launcher and the probe files of patterns, loaded by path: the harness's too
-        self.harness_files = set()
-        self._cache = {}
-        self._harness_cache = {}
+        self.harness_files: Set[str] = set()
+        self._cache: Dict[str, bool] = {}
+        self._harness_cache: Dict[str, bool] = {}
 
-    def add_library_root(self, path):
+    def add_library_root(self, path: str) -> None:
         root = os.path.realpath(path).rstrip(os.sep) + os.sep
         self.library_roots = self.library_roots + (root,)
         self._cache.clear()
 
-    def add_harness_file(self, path):
+    def add_harness_file(self, path: str) -> None:
         self.harness_files.add(os.path.realpath(os.path.abspath(path)))
         self._cache.clear()
         self._harness_cache.clear()
 
-    def is_harness_file(self, filename):
+    def is_harness_file(self, filename: str) -> bool:
         """A file of the harness itself (its frames are trimmed from tracebacks)."""
         cached = self._harness_cache.get(filename)
         if cached is None:
@@ -55,7 +60,7 @@ class CodeOwnership:
             )
         return cached
 
-    def is_user_file(self, filename):
+    def is_user_file(self, filename: str) -> bool:
         cached = self._cache.get(filename)
         if cached is not None:
             return cached
@@ -63,7 +68,7 @@ class CodeOwnership:
         self._cache[filename] = result
         return result
 
-    def _decide(self, filename):
+    def _decide(self, filename: str) -> bool:
         if not filename or filename.startswith("<"):
             # <stdin>, <string>, <frozen ...>: not a file of the user's project
             return False
@@ -80,7 +85,7 @@ class CodeOwnership:
 OWNERSHIP = CodeOwnership()
 
 
-def _char_col(filename, lineno, byte_col):
+def _char_col(filename: str, lineno: int, byte_col: Optional[int]) -> Optional[int]:
     """Python reports columns as UTF-8 byte offsets; LibCST counts characters."""
     if byte_col is None:
         return None
@@ -93,7 +98,7 @@ def _char_col(filename, lineno, byte_col):
 char_col = _char_col
 
 
-def positions(code, lasti):
+def positions(code: types.CodeType, lasti: Optional[int]) -> Any:
     """(line, end_line, col, end_col) of the instruction at ``lasti`` (Python >= 3.11)."""
     if lasti is None or lasti < 0 or not hasattr(code, "co_positions"):
         return None
@@ -106,7 +111,9 @@ def positions(code, lasti):
     return pos
 
 
-def frame_record(filename, lineno, function, code_obj=None, lasti=None):
+def frame_record(
+    filename: str, lineno: int, function: str, code_obj: Optional[types.CodeType] = None, lasti: Optional[int] = None,
+) -> FrameRecord:
     record = {
         "file": filename,
         "line": lineno,
@@ -122,13 +129,13 @@ def frame_record(filename, lineno, function, code_obj=None, lasti=None):
     return record
 
 
-def user_call_site(skip_self=None):
+def user_call_site(skip_self: object = None) -> Optional[FrameRecord]:
     """The innermost user frame outside the constructor chain of ``skip_self``.
 
     Called from inside a constructor: frames whose ``self`` is the object being built are
     that object's own ``__init__`` chain, not the place that constructed it.
     """
-    frame = sys._getframe(1)
+    frame: Optional[types.FrameType] = sys._getframe(1)
     while frame is not None:
         if skip_self is not None and frame.f_locals.get("self") is skip_self:
             frame = frame.f_back
@@ -142,20 +149,20 @@ def user_call_site(skip_self=None):
     return None
 
 
-def outside_harness(frame):
+def outside_harness(frame: Optional[types.FrameType]) -> Optional[types.FrameType]:
     """The first frame at or above ``frame`` that is not the harness's own (None at the top)."""
     while frame is not None and OWNERSHIP.is_harness_file(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
 
 
-def short_site(record):
+def short_site(record: Optional[FrameRecord]) -> Optional[str]:
     if not record:
         return None
     return "%s:%s" % (record["file"], record["line"])
 
 
-def shape(value):
+def shape(value: Any) -> Optional[List[int]]:
     try:
         return [int(d) for d in value.shape]
     except Exception:

@@ -10,15 +10,18 @@ optimizer step pre/post hooks) are registered once each and call their subscribe
 """
 
 
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+
 class _EntryPoint(object):
     """One patched function and the arounds subscribed to it."""
 
-    def __init__(self, owner, name, metadata, aliases):
+    def __init__(self, owner: Any, name: str, metadata: bool, aliases: Sequence[Tuple[Any, str]]) -> None:
         self.real = getattr(owner, name)
-        self.arounds = []
+        self.arounds: List[Callable[..., Any]] = []
         entry = self
 
-        def dispatch(*args, **kwargs):
+        def dispatch(*args: Any, **kwargs: Any) -> Any:
             return entry.call(len(entry.arounds) - 1, args, kwargs)
 
         if metadata:  # what torch's own introspection (and the user's) reads off the function
@@ -29,7 +32,7 @@ class _EntryPoint(object):
         for alias_owner, alias_name in aliases:
             setattr(alias_owner, alias_name, dispatch)
 
-    def call(self, index, args, kwargs):
+    def call(self, index: int, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         if index < 0:
             return self.real(*args, **kwargs)
         return self.arounds[index](lambda *a, **k: self.call(index - 1, a, k), *args, **kwargs)
@@ -38,25 +41,25 @@ class _EntryPoint(object):
 class _GlobalHook(object):
     """One callback registered with torch, calling its subscribers in order."""
 
-    def __init__(self, register):
-        self.subscribers = []
+    def __init__(self, register: Callable[[Callable[..., None]], Any]) -> None:
+        self.subscribers: List[Callable[..., Any]] = []
         self.register = register
         self.registered = False
 
-    def add(self, fn):
+    def add(self, fn: Callable[..., Any]) -> None:
         self.subscribers.append(fn)
         if not self.registered:
             self.registered = True
             self.register(self.dispatch)
 
-    def dispatch(self, *args):
+    def dispatch(self, *args: Any) -> None:
         for fn in self.subscribers:
             fn(*args)
         return None
 
 
-def _register_forward_hook(torch):
-    def register(hook):
+def _register_forward_hook(torch: Any) -> Callable[[Callable[..., None]], None]:
+    def register(hook: Any) -> None:
         module = torch.nn.modules.module
         try:
             module.register_module_forward_hook(hook, always_call=True)
@@ -66,8 +69,8 @@ def _register_forward_hook(torch):
     return register
 
 
-def _register_optimizer_hook(kind):
-    def register(hook):
+def _register_optimizer_hook(kind: str) -> Callable[[Callable[..., None]], None]:
+    def register(hook: Any) -> None:
         try:
             from torch.optim import optimizer
         except ImportError:
@@ -82,15 +85,18 @@ def _register_optimizer_hook(kind):
 class TorchHooks(object):
     """The entry points of one process's torch; probes subscribe, nothing else patches torch."""
 
-    def __init__(self, torch):
+    def __init__(self, torch: Any) -> None:
         self.torch = torch
-        self._entries = {}  # (id(owner), name) -> _EntryPoint
+        self._entries: Dict[Tuple[int, str], _EntryPoint] = {}  # (id(owner), name) -> _EntryPoint
         self.forward_pre = _GlobalHook(lambda hook: torch.nn.modules.module.register_module_forward_pre_hook(hook))
         self.forward = _GlobalHook(_register_forward_hook(torch))
         self.step_pre = _GlobalHook(_register_optimizer_hook("pre"))
         self.step_post = _GlobalHook(_register_optimizer_hook("post"))
 
-    def around(self, owner, name, fn, metadata=True, aliases=()):
+    def around(
+        self, owner: Any, name: str, fn: Callable[..., Any], metadata: bool = True,
+        aliases: Sequence[Tuple[Any, str]] = (),
+    ) -> None:
         """Subscribe ``fn(call, *args, **kwargs)`` to ``owner.name`` (patched at the first one).
 
         ``metadata``: the patched function carries the real one's name, doc and ``__wrapped__``;
@@ -102,22 +108,22 @@ class TorchHooks(object):
             entry = self._entries[key] = _EntryPoint(owner, name, metadata, aliases)
         entry.arounds.append(fn)
 
-    def real(self, owner, name):
+    def real(self, owner: Any, name: str) -> Any:
         """The function as it was before the harness patched it."""
         entry = self._entries.get((id(owner), name))
         return entry.real if entry is not None else getattr(owner, name)
 
     # the entry points more than one probe watches ------------------------------------------
-    def dataloader(self, name, fn, metadata=False):
+    def dataloader(self, name: str, fn: Callable[..., Any], metadata: bool = False) -> None:
         """``DataLoader.__init__`` / ``__iter__`` / ``__len__``."""
         from torch.utils.data import DataLoader
 
         self.around(DataLoader, name, fn, metadata=metadata)
 
-    def layer_init(self, klass, fn):
+    def layer_init(self, klass: type, fn: Callable[..., Any]) -> None:
         """A layer class's own ``__init__`` (``nn.Module.__init__`` for every module)."""
         self.around(klass, "__init__", fn, metadata=klass is not self.torch.nn.Module)
 
-    def torch_function(self, name, fn):
+    def torch_function(self, name: str, fn: Callable[..., Any]) -> None:
         """``torch.load`` / ``torch.save`` (also reachable as ``torch.serialization.*``)."""
         self.around(self.torch, name, fn, aliases=((self.torch.serialization, name),))

@@ -7,31 +7,32 @@ budget (probes/step_budget.py) decides which loops leave.
 """
 
 import ast
+from typing import Any, Dict, List, Tuple
 
 
 class LoopRecord:
     __slots__ = ("body_line", "end_line", "file", "id", "kind", "line", "scope")
 
-    def __init__(self, id, file, line, end_line, body_line, kind, scope):
+    def __init__(self, id: Any, file: Any, line: Any, end_line: Any, body_line: Any, kind: Any, scope: Any) -> None:
         self.id, self.file, self.line, self.end_line = id, file, line, end_line
         self.body_line, self.kind, self.scope = body_line, kind, scope
 
-    def contains(self, line):
+    def contains(self, line: Any) -> Any:
         return self.line <= line <= self.end_line
 
-    def where(self):
+    def where(self) -> Any:
         return "%s:%d" % (self.file, self.line)
 
 
 class LoopTable:
     """Every loop of the user's files that the harness compiled, and their scopes."""
 
-    def __init__(self):
-        self.records = []  # by loop id
-        self.by_file = {}  # file -> [LoopRecord] of its latest compilation
-        self.scopes = {}  # file -> [(start, end, scope id)]
+    def __init__(self) -> None:
+        self.records: List[LoopRecord] = []  # by loop id
+        self.by_file: Dict[str, List[LoopRecord]] = {}  # file -> [LoopRecord] of its latest compilation
+        self.scopes: Dict[str, List[Tuple[int, int, int]]] = {}  # file -> [(start, end, scope id)]
 
-    def compile(self, source, filename):
+    def compile(self, source: Any, filename: Any) -> Any:
         """The code object of ``source`` with its loops instrumented (plain if it does not parse)."""
         try:
             tree = ast.parse(source, filename)
@@ -44,14 +45,14 @@ class LoopTable:
         ast.fix_missing_locations(tree)
         return compile(tree, filename, "exec", dont_inherit=True)
 
-    def scope_of(self, file, line):
+    def scope_of(self, file: Any, line: Any) -> Any:
         best = None
         for start, end, scope in self.scopes.get(file, ()):
             if start <= line <= end and (best is None or start >= best[0]):
                 best = (start, scope)
         return best[1] if best else 0
 
-    def loops_at(self, file, line):
+    def loops_at(self, file: Any, line: Any) -> Any:
         """The loops of the frame's own scope that hold ``line``, outermost first."""
         loops = self.by_file.get(file)
         if not loops:
@@ -59,7 +60,7 @@ class LoopTable:
         scope = self.scope_of(file, line)
         return [loop for loop in loops if loop.scope == scope and loop.contains(line)]
 
-    def header_at(self, file, line):
+    def header_at(self, file: Any, line: Any) -> Any:
         """The loop whose header (``for ... in ...:``, ``while ...:``) is ``line``, if any."""
         for loop in self.by_file.get(file, ()):
             if loop.line <= line < max(loop.body_line, loop.line + 1):
@@ -68,11 +69,11 @@ class LoopTable:
 
 
 class _LoopInstrumenter(ast.NodeTransformer):
-    def __init__(self, table, filename):
+    def __init__(self, table: Any, filename: Any) -> None:
         self.table, self.filename = table, filename
         self.scope = 0
 
-    def _scoped(self, node):
+    def _scoped(self, node: Any) -> Any:
         outer = self.scope
         scopes = self.table.scopes[self.filename]
         self.scope = len(scopes) + 1
@@ -83,7 +84,7 @@ class _LoopInstrumenter(ast.NodeTransformer):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _scoped
 
-    def _loop(self, node):
+    def _loop(self, node: Any) -> Any:
         record = LoopRecord(
             len(self.table.records), self.filename, node.lineno,
             getattr(node, "end_lineno", None) or node.body[-1].lineno, node.body[0].lineno,
@@ -110,6 +111,6 @@ class _LoopInstrumenter(ast.NodeTransformer):
 
 
 
-def is_statement_frame(frame):
+def is_statement_frame(frame: Any) -> Any:
     name = frame.f_code.co_name
     return not (name.startswith("<") and name != "<module>")  # comprehensions, lambdas

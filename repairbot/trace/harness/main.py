@@ -10,6 +10,7 @@ import os
 import sys
 import traceback
 import types
+from typing import Any
 
 from . import realos
 from .context import Run
@@ -20,7 +21,7 @@ from .overlay import decode_source, install_overlay
 from .probe import install_probes, run_probes
 
 
-def _load_config(path):
+def _load_config(path: Any) -> Any:
     with realos.open(path, encoding="utf-8") as handle:
         config = json.load(handle)
     config["overlay"] = {
@@ -29,7 +30,7 @@ def _load_config(path):
     return config
 
 
-def _print_exception(exc):
+def _print_exception(exc: Any) -> None:
     """Print an uncaught exception as the interpreter would, through the script's own hook.
 
     The interpreter's default hook reads source lines from disk; the traceback module reads
@@ -46,12 +47,12 @@ def _print_exception(exc):
         traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 
 
-def _module_code(name, main_module):
+def _module_code(name: Any, main_module: Any) -> Any:
     """`python -m NAME`: find the module (importing its parent packages, as Python does), make
     ``__main__`` look as runpy makes it, and return its code (loops instrumented by the finder)."""
     import runpy
 
-    name, spec, code = runpy._get_module_details(name)  # ImportError: reported as the run's failure
+    name, spec, code = runpy._get_module_details(name)  # type: ignore[attr-defined]  # ImportError: reported as the run's failure
     sys.argv[0] = spec.origin or sys.argv[0]
     main_module.__file__ = spec.origin
     main_module.__spec__ = spec
@@ -60,7 +61,7 @@ def _module_code(name, main_module):
     return code
 
 
-def run(config_path):
+def run(config_path: Any) -> Any:
     """One run of the script described by a config file; returns the exit code."""
     config = _load_config(config_path)
     script = os.path.abspath(config["script"])

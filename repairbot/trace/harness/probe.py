@@ -17,14 +17,17 @@ path) that declares, as module attributes:
 import importlib.util
 import os
 import re
+import types
+from typing import Any, Callable, Iterable, List, Optional
 
+from .context import Run
 from .frames import OWNERSHIP
 
 
 class Probe(object):
     """A probe module's declaration, read once."""
 
-    def __init__(self, module):
+    def __init__(self, module: types.ModuleType) -> None:
         self.module = module
         self.name = module.NAME
         self.opt_in = bool(getattr(module, "OPT_IN", False))
@@ -33,16 +36,17 @@ class Probe(object):
         self.late = bool(getattr(module, "LATE", False))
         self._enabled = getattr(module, "enabled", None)
 
-    def wanted(self, run):
+    def wanted(self, run: Run) -> bool:
         if self.opt_in:
             return self.name in run.state.probes
         return self._enabled is None or bool(self._enabled(run))
 
-    def install(self, run):
-        return self.module.install(run)
+    def install(self, run: Run) -> Optional[Callable[[], Any]]:
+        getter: Optional[Callable[[], Any]] = self.module.install(run)
+        return getter
 
 
-def load_probe_file(path):
+def load_probe_file(path: str) -> types.ModuleType:
     """A pattern's ``probe.py``, loaded by path (its frames count as the harness's own)."""
     path = os.path.abspath(path)
     folder = os.path.basename(os.path.dirname(path))
@@ -56,7 +60,7 @@ def load_probe_file(path):
     return module
 
 
-def run_probes(probe_files):
+def run_probes(probe_files: Iterable[str]) -> List[Probe]:
     """Every probe of a run, in the order they are installed (and their evidence written):
     the core's, with the probes of the selected patterns at their place."""
     from .probes import AFTER_PATTERNS, BEFORE_PATTERNS
@@ -65,7 +69,7 @@ def run_probes(probe_files):
     return [Probe(module) for module in modules]
 
 
-def install_probes(run, probes, late):
+def install_probes(run: Run, probes: Iterable[Probe], late: bool) -> None:
     """Install the probes of one stage (``late``: just before the script runs)."""
     for probe in probes:
         if probe.late != late:

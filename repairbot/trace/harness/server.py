@@ -4,13 +4,14 @@ import json
 import os
 import sys
 import traceback
+from typing import Any
 
 from . import realos
 from .evidence import flush_and_exit
 from .main import run
 
 
-def _warm_up():
+def _warm_up() -> None:
     """Import what nearly every training script imports, once, before any fork.
 
     Importing runs no torch operation, so no thread pool exists yet when a run is forked
@@ -23,7 +24,7 @@ def _warm_up():
             pass
 
 
-def _exit_status(status):
+def _exit_status(status: Any) -> Any:
     if os.WIFSIGNALED(status):
         return -os.WTERMSIG(status)
     if os.WIFEXITED(status):
@@ -31,7 +32,7 @@ def _exit_status(status):
     return 1
 
 
-def _forked_run(request):
+def _forked_run(request: Any) -> None:
     """In the forked child: become the run (own session, its stdio, cwd and environment)."""
     code = 1
     try:
@@ -64,7 +65,7 @@ def _forked_run(request):
         try:
             import threading
 
-            threading._shutdown()  # wait for the script's non-daemon threads, as at exit
+            threading._shutdown()  # type: ignore[attr-defined]  # wait for the script's non-daemon threads, as at exit
         except Exception:
             pass
         import atexit
@@ -78,7 +79,7 @@ def _forked_run(request):
         flush_and_exit(code)
 
 
-def serve():
+def serve() -> Any:
     """Serve runs over stdin/stdout, one JSON line each: {"config", "cwd", "env", "stdout",
     "stderr"} in; {"pid"} when the run starts, then {"pid", "status"} when it ends."""
     requests = os.fdopen(os.dup(0), "r")

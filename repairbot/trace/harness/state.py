@@ -3,6 +3,7 @@
 import json
 import time
 import weakref
+from typing import Any, Dict, List, Optional
 
 from . import realos
 
@@ -10,7 +11,7 @@ from . import realos
 class RunState:
     """Counters and traces of one run; the probes read and write them (never a global)."""
 
-    def __init__(self, config):
+    def __init__(self, config: Dict[str, Any]) -> None:
         limits = config.get("limits", {})
         self.force_batch = bool(limits.get("force_batch_size", True))
         self.cut_batches = bool(limits.get("cut_batches", True))
@@ -18,30 +19,30 @@ class RunState:
         self.batch_size = int(limits.get("batch_size", 2))
         self.max_batches = int(limits.get("max_batches", 2))
         self.max_steps = int(limits.get("max_steps", 20))
-        self.forced = []  # what the limits changed, with where
+        self.forced: List[Dict[str, Any]] = []  # what the limits changed, with where
         self.active_loaders = 0
-        self.passes = []  # the DataLoader passes under way: {"driven": pulled by a loop header}
+        self.passes: List[Dict[str, bool]] = []  # the DataLoader passes under way: {"driven": pulled by a loop header}
         self.steps = 0
         self.free_steps = 0  # steps taken while no DataLoader was being iterated
         self.batches = 0
         self.forwards = 0
         self.loaders_cut = 0
-        self.last_batches = []  # DataLoaders whose passes end with the real run's last batch
-        self.linears = []  # records, in construction order
-        self.layer_sites = []  # construction records of every sized layer (install_layer_site_probe)
-        self.layer_site_index = weakref.WeakKeyDictionary()
-        self.linear_index = weakref.WeakKeyDictionary()
-        self.module_sites = weakref.WeakKeyDictionary()
-        self.stopped_at = None
+        self.last_batches: List[Dict[str, Any]] = []  # DataLoaders whose passes end with the real run's last batch
+        self.linears: List[Dict[str, Any]] = []  # records, in construction order
+        self.layer_sites: List[Dict[str, Any]] = []  # construction records of every sized layer (install_layer_site_probe)
+        self.layer_site_index: 'weakref.WeakKeyDictionary[Any, int]' = weakref.WeakKeyDictionary()
+        self.linear_index: 'weakref.WeakKeyDictionary[Any, int]' = weakref.WeakKeyDictionary()
+        self.module_sites: 'weakref.WeakKeyDictionary[Any, Optional[Dict[str, Any]]]' = weakref.WeakKeyDictionary()
+        self.stopped_at: Optional[Dict[str, Any]] = None
         self.torch = None
         self.progress_path = config.get("progress_path")
         self._last_beat = 0.0
         self.probes = frozenset(config.get("probes", ()))  # the opt-in probes asked for, by name
 
-    def progress(self):
+    def progress(self) -> List[int]:
         return [self.steps, self.batches, self.forwards]
 
-    def heartbeat(self):
+    def heartbeat(self) -> None:
         """Leave the progress on disk now and then: a run killed at the timeout says how far it got."""
         now = time.monotonic()
         if not self.progress_path or now - self._last_beat < 1.0:

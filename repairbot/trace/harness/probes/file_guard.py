@@ -11,19 +11,21 @@ import hashlib
 import io
 import os
 import shutil
+from typing import Any, Optional, Set
 
 from .. import realos
+from ..context import Run
 
 NAME = "file-guard"
 NEEDS_TORCH = False
 LATE = True  # after the overlay read the script: from then on every open is the script's
 
 
-def enabled(run):
+def enabled(run: Run) -> bool:
     return bool(run.config.get("guard_files", True))
 
 
-def _r_lexists(path):
+def _r_lexists(path: Any) -> Any:
     try:
         realos.lstat(path)
     except (OSError, ValueError):
@@ -31,7 +33,7 @@ def _r_lexists(path):
     return True
 
 
-def _r_isfile(path):
+def _r_isfile(path: Any) -> Any:
     import stat as _stat
 
     try:
@@ -40,7 +42,7 @@ def _r_isfile(path):
         return False
 
 
-def _r_isdir(path):
+def _r_isdir(path: Any) -> Any:
     import stat as _stat
 
     try:
@@ -50,10 +52,10 @@ def _r_isdir(path):
 
 
 class _suppress_os_error(object):
-    def __enter__(self):
+    def __enter__(self) -> Any:
         return self
 
-    def __exit__(self, kind, value, tb):
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> Any:
         return kind is not None and issubclass(kind, OSError)
 
 
@@ -64,45 +66,45 @@ class FileGuard:
     forked DataLoader workers share it with the main process.
     """
 
-    def __init__(self, scratch, created_log):
+    def __init__(self, scratch: Any, created_log: Any) -> None:
         self.shadow_root = os.path.join(scratch, "fs")
         self.deleted_root = os.path.join(scratch, "deleted")
         self.created_log = created_log
-        self.created = set()
-        self.shadowed = set()
-        self.suppressed_deletes = set()
+        self.created: Set[str] = set()
+        self.shadowed: Set[str] = set()
+        self.suppressed_deletes: Set[str] = set()
         self.scratch = os.path.abspath(scratch) + os.sep
 
     # paths ------------------------------------------------------------------------------
-    def _mirror(self, root, real):
+    def _mirror(self, root: Any, real: Any) -> Any:
         drive, rest = os.path.splitdrive(real)
         return os.path.join(root, drive.replace(":", ""), rest.lstrip("\\/"))
 
-    def shadow(self, real):
+    def shadow(self, real: Any) -> Any:
         return self._mirror(self.shadow_root, real)
 
-    def deleted_marker(self, real):
+    def deleted_marker(self, real: Any) -> Any:
         # flat, hashed names: a deleted folder and the files it held must not collide
         digest = hashlib.sha1(real.encode("utf-8", "surrogateescape")).hexdigest()
         return os.path.join(self.deleted_root, digest)
 
-    def owns(self, real):
+    def owns(self, real: Any) -> Any:
         return real.startswith(self.scratch)
 
-    def is_deleted(self, real):
+    def is_deleted(self, real: Any) -> Any:
         return _r_lexists(self.deleted_marker(real))
 
-    def has_shadow(self, real):
+    def has_shadow(self, real: Any) -> Any:
         return _r_lexists(self.shadow(real))
 
-    def is_protected(self, real):
+    def is_protected(self, real: Any) -> Any:
         """Existed before the run (and was not created by it)."""
         if self.owns(real) or real in self.created:
             return False
         return self.has_shadow(real) or self.is_deleted(real) or _r_lexists(real)
 
     # bookkeeping ------------------------------------------------------------------------
-    def log_created(self, real, kind="f"):
+    def log_created(self, real: Any, kind: Any = "f") -> None:
         self.created.add(real)
         fd = realos.os_open(self.created_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -110,12 +112,12 @@ class FileGuard:
         finally:
             os.close(fd)
 
-    def _ensure_parent(self, path):
+    def _ensure_parent(self, path: Any) -> None:
         parent = os.path.dirname(path)
         if parent and not _r_isdir(parent):
             os.makedirs(parent)
 
-    def mark_deleted(self, real):
+    def mark_deleted(self, real: Any) -> None:
         marker = self.deleted_marker(real)
         self._ensure_parent(marker)
         with realos.open(marker, "w"):
@@ -125,13 +127,13 @@ class FileGuard:
             os.remove(shadow)
         self.suppressed_deletes.add(real)
 
-    def unmark_deleted(self, real):
+    def unmark_deleted(self, real: Any) -> None:
         marker = self.deleted_marker(real)
         if _r_lexists(marker):
             os.remove(marker)
 
     # decisions --------------------------------------------------------------------------
-    def path_for_read(self, real):
+    def path_for_read(self, real: Any) -> Any:
         if self.owns(real):
             return real
         if self.has_shadow(real):
@@ -140,7 +142,7 @@ class FileGuard:
             raise FileNotFoundError(2, "No such file or directory", real)
         return real
 
-    def path_for_write(self, real, keep_content):
+    def path_for_write(self, real: Any, keep_content: Any) -> Any:
         """Where a write to ``real`` goes; ``keep_content`` for append and update modes."""
         if self.owns(real):
             return real
@@ -158,22 +160,22 @@ class FileGuard:
         return real
 
 
-GUARD = None  # set by install()
+GUARD: Optional[FileGuard] = None  # set by install()
 
 
-def _real_path(file):
+def _real_path(file: Any) -> Any:
     return os.path.abspath(os.fspath(file))
 
 
-def _is_path(file):
+def _is_path(file: Any) -> Any:
     return isinstance(file, (str, bytes, os.PathLike)) and not isinstance(file, bytes)
 
 
-def _writes(mode):
+def _writes(mode: Any) -> Any:
     return any(c in mode for c in "wax+")
 
 
-def guarded_open(file, mode="r", *args, **kwargs):
+def guarded_open(file: Any, mode: Any = "r", *args: Any, **kwargs: Any) -> Any:
     if GUARD is not None and _is_path(file):
         real = _real_path(file)
         if _writes(mode):
@@ -188,7 +190,7 @@ def guarded_open(file, mode="r", *args, **kwargs):
     return realos.open(file, mode, *args, **kwargs)
 
 
-def guarded_os_open(path, flags, mode=0o777, *args, **kwargs):
+def guarded_os_open(path: Any, flags: Any, mode: Any = 0o777, *args: Any, **kwargs: Any) -> Any:
     if GUARD is not None and _is_path(path) and not kwargs.get("dir_fd") and not args:
         real = _real_path(path)
         if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
@@ -201,8 +203,8 @@ def guarded_os_open(path, flags, mode=0o777, *args, **kwargs):
     return realos.os_open(path, flags, mode, *args, **kwargs)
 
 
-def _wrap_remove(real_remove):
-    def guarded_remove(path, *args, **kwargs):
+def _wrap_remove(real_remove: Any) -> Any:
+    def guarded_remove(path: Any, *args: Any, **kwargs: Any) -> Any:
         if GUARD is None or not _is_path(path) or args or kwargs:
             return real_remove(path, *args, **kwargs)
         real = _real_path(path)
@@ -219,8 +221,8 @@ def _wrap_remove(real_remove):
     return guarded_remove
 
 
-def _wrap_rename(real_rename):
-    def guarded_rename(src, dst, *args, **kwargs):
+def _wrap_rename(real_rename: Any) -> Any:
+    def guarded_rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
         if GUARD is None or not (_is_path(src) and _is_path(dst)) or args or kwargs:
             return real_rename(src, dst, *args, **kwargs)
         real_src, real_dst = _real_path(src), _real_path(dst)
@@ -245,8 +247,8 @@ def _wrap_rename(real_rename):
     return guarded_rename
 
 
-def _wrap_mkdir(real_mkdir):
-    def guarded_mkdir(path, mode=0o777, *args, **kwargs):
+def _wrap_mkdir(real_mkdir: Any) -> Any:
+    def guarded_mkdir(path: Any, mode: Any = 0o777, *args: Any, **kwargs: Any) -> Any:
         if GUARD is not None and _is_path(path) and not args and not kwargs:
             real = _real_path(path)
             if not GUARD.owns(real) and GUARD.is_deleted(real) and _r_isdir(real):
@@ -259,8 +261,8 @@ def _wrap_mkdir(real_mkdir):
     return guarded_mkdir
 
 
-def _wrap_rmdir(real_rmdir):
-    def guarded_rmdir(path, *args, **kwargs):
+def _wrap_rmdir(real_rmdir: Any) -> Any:
+    def guarded_rmdir(path: Any, *args: Any, **kwargs: Any) -> Any:
         if GUARD is None or not _is_path(path) or args or kwargs:
             return real_rmdir(path, *args, **kwargs)
         real = _real_path(path)
@@ -281,8 +283,8 @@ def _wrap_rmdir(real_rmdir):
     return guarded_rmdir
 
 
-def _wrap_rmtree(real_rmtree):
-    def guarded_rmtree(path, *args, **kwargs):
+def _wrap_rmtree(real_rmtree: Any) -> Any:
+    def guarded_rmtree(path: Any, *args: Any, **kwargs: Any) -> Any:
         if GUARD is None or not _is_path(path):
             return real_rmtree(path, *args, **kwargs)
         real = _real_path(path)
@@ -318,8 +320,8 @@ def _wrap_rmtree(real_rmtree):
     return guarded_rmtree
 
 
-def _wrap_truncate(real_truncate):
-    def guarded_truncate(path, length):
+def _wrap_truncate(real_truncate: Any) -> Any:
+    def guarded_truncate(path: Any, length: Any) -> Any:
         if GUARD is not None and _is_path(path):
             path = GUARD.path_for_write(_real_path(path), keep_content=True)
         return real_truncate(path, length)
@@ -327,13 +329,13 @@ def _wrap_truncate(real_truncate):
     return guarded_truncate
 
 
-def _guard_torch_serialization(hooks):
+def _guard_torch_serialization(hooks: Any) -> None:
     """torch.save opens a path in C++, past the patched ``open``: guard that path here.
 
     (torch.load reads through Python's ``open``, which the guard already serves.)
     """
 
-    def guarded_save(real_save, obj, f, *args, **kwargs):
+    def guarded_save(real_save: Any, obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
         if GUARD is not None and _is_path(f):
             f = GUARD.path_for_write(_real_path(f), keep_content=False)
         return real_save(obj, f, *args, **kwargs)
@@ -345,8 +347,9 @@ def _guard_torch_serialization(hooks):
 # stale state (shadow copies stand in for the files, deletion markers hide them)
 
 
-def _viewed(path):
+def _viewed(path: Any) -> Any:
     """The file that stands for ``path`` in the script's view; FileNotFoundError if it deleted it."""
+    assert GUARD is not None  # called only while the guard is on
     real = _real_path(path)
     if GUARD.owns(real):
         return path
@@ -357,8 +360,8 @@ def _viewed(path):
     return path
 
 
-def _wrap_stat(real_stat):
-    def guarded_stat(path, *args, **kwargs):
+def _wrap_stat(real_stat: Any) -> Any:
+    def guarded_stat(path: Any, *args: Any, **kwargs: Any) -> Any:
         if GUARD is not None and _is_path(path) and not args and not kwargs.get("dir_fd"):
             path = _viewed(path)
         return real_stat(path, *args, **kwargs)
@@ -366,7 +369,7 @@ def _wrap_stat(real_stat):
     return guarded_stat
 
 
-def guarded_listdir(path="."):
+def guarded_listdir(path: Any = ".") -> Any:
     if GUARD is None or not _is_path(path):
         return realos.listdir(path)
     real = _real_path(path)
@@ -380,40 +383,41 @@ def guarded_listdir(path="."):
 class _ShadowEntry(object):
     """A DirEntry for a file the run rewrote: its name and path, the shadow copy's metadata."""
 
-    def __init__(self, entry, shadow):
+    def __init__(self, entry: Any, shadow: Any) -> None:
         self._entry, self._shadow = entry, shadow
         self.name, self.path = entry.name, entry.path
 
-    def stat(self, follow_symlinks=True):
+    def stat(self, follow_symlinks: Any = True) -> Any:
         return realos.stat(self._shadow)
 
-    def is_file(self, follow_symlinks=True):
+    def is_file(self, follow_symlinks: Any = True) -> Any:
         return True
 
-    def is_dir(self, follow_symlinks=True):
+    def is_dir(self, follow_symlinks: Any = True) -> Any:
         return False
 
-    def is_symlink(self):
+    def is_symlink(self) -> Any:
         return False
 
-    def inode(self):
+    def inode(self) -> Any:
         return realos.stat(self._shadow).st_ino
 
-    def __fspath__(self):
+    def __fspath__(self) -> Any:
         return self.path
 
-    def __repr__(self):
+    def __repr__(self) -> Any:
         return "<DirEntry %r>" % self.name
 
 
 class _GuardedScandir(object):
-    def __init__(self, iterator, real):
+    def __init__(self, iterator: Any, real: Any) -> None:
         self._iterator, self._real = iterator, real
 
-    def __iter__(self):
+    def __iter__(self) -> Any:
         return self
 
-    def __next__(self):
+    def __next__(self) -> Any:
+        assert GUARD is not None  # made only while the guard is on
         while True:
             entry = next(self._iterator)
             child = os.path.join(self._real, entry.name)
@@ -423,17 +427,17 @@ class _GuardedScandir(object):
                 return _ShadowEntry(entry, GUARD.shadow(child))
             return entry
 
-    def close(self):
+    def close(self) -> None:
         self._iterator.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Any:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-def guarded_scandir(path="."):
+def guarded_scandir(path: Any = ".") -> Any:
     if GUARD is None or not _is_path(path):
         return realos.scandir(path)
     real = _real_path(path)
@@ -444,7 +448,7 @@ def guarded_scandir(path="."):
     return _GuardedScandir(realos.scandir(path), real)
 
 
-def _guard_pathlib_accessor(replacements):
+def _guard_pathlib_accessor(replacements: Any) -> None:
     """Python < 3.11: pathlib calls os functions it bound when it was imported."""
     import pathlib
 
@@ -458,7 +462,7 @@ def _guard_pathlib_accessor(replacements):
         accessor.open = staticmethod(guarded_open)
 
 
-def install_file_guard(scratch, created_log, hooks=None):
+def install_file_guard(scratch: Any, created_log: Any, hooks: Any = None) -> Any:
     global GUARD
     GUARD = FileGuard(scratch, created_log)
     if hooks is not None:
@@ -487,5 +491,5 @@ def install_file_guard(scratch, created_log, hooks=None):
     return GUARD
 
 
-def install(run):
+def install(run: Run) -> None:
     run.guard = install_file_guard(run.config["scratch"], run.config["created_log"], run.hooks)

@@ -7,7 +7,9 @@ import builtins
 import linecache
 import sys
 import types
+from typing import Any, Dict, Optional, Set
 
+from ..context import Run
 from ..frames import OWNERSHIP, char_col, frame_record, positions
 
 NAME = "layer-sites"
@@ -31,7 +33,7 @@ _MISSING = object()
 _PLAIN = (int, float, str, bool, type(None))
 
 
-def _plain_value(value):
+def _plain_value(value: Any) -> Any:
     """A JSON-able copy of a plain value (numbers, strings, short tuples of them), else _MISSING."""
     if isinstance(value, _PLAIN):
         return value
@@ -40,7 +42,7 @@ def _plain_value(value):
     return _MISSING
 
 
-def _static_attr(obj, name):
+def _static_attr(obj: Any, name: Any) -> Any:
     """``obj.name`` without running code: an instance or module ``__dict__`` entry, or a plain
     class attribute; properties, descriptors and ``__getattr__`` are never called."""
     try:
@@ -58,7 +60,7 @@ def _static_attr(obj, name):
     return _MISSING
 
 
-def _static_eval(node, frame):
+def _static_eval(node: Any, frame: Any) -> Any:
     """The value of a name, attribute chain or constant subscript in ``frame``; no calls."""
     if isinstance(node, ast.Name):
         for namespace in (frame.f_locals, frame.f_globals, vars(builtins)):
@@ -70,7 +72,8 @@ def _static_eval(node, frame):
         return _MISSING if base is _MISSING else _static_attr(base, node.attr)
     if isinstance(node, ast.Subscript):
         base = _static_eval(node.value, frame)
-        index = node.slice.value if isinstance(node.slice, ast.Index) else node.slice  # 3.8 wraps it
+        # 3.8 wraps it (ast.Index, gone from the 3.9+ stubs)
+        index = node.slice.value if isinstance(node.slice, ast.Index) else node.slice  # type: ignore[attr-defined, unused-ignore]
         if base is _MISSING or not isinstance(index, ast.Constant) or type(base) not in (dict, list, tuple):
             return _MISSING
         try:
@@ -82,7 +85,7 @@ def _static_eval(node, frame):
     return _MISSING
 
 
-def _call_source(frame):
+def _call_source(frame: Any) -> Any:
     """(text, line, col) of the call expression the frame is executing, or None."""
     pos = positions(frame.f_code, frame.f_lasti)
     if pos is None or pos[2] is None or pos[1] is None or pos[3] is None:
@@ -99,7 +102,7 @@ def _call_source(frame):
     return text.decode("utf-8", "replace"), pos[0], pos[2]
 
 
-def _parse_call(frame):
+def _parse_call(frame: Any) -> Any:
     found = _call_source(frame)
     if found is None:
         return None
@@ -111,11 +114,11 @@ def _parse_call(frame):
     return (node, text, line, col) if isinstance(node, ast.Call) else None
 
 
-def _segment(text, node):
+def _segment(text: Any, node: Any) -> Any:
     return ast.get_source_segment("(" + text + ")", node)
 
 
-def _bind_args(call, names):
+def _bind_args(call: Any, names: Any) -> Any:
     """The argument expressions of ``call`` by parameter name (``names``: in order, no self)."""
     if any(isinstance(a, ast.Starred) for a in call.args):
         return {}
@@ -126,7 +129,7 @@ def _bind_args(call, names):
     return bound
 
 
-def _size_values(expr, frame, text):
+def _size_values(expr: Any, frame: Any, text: Any) -> Any:
     """Every name, attribute chain and constant subscript of ``expr`` with its traced value."""
     values = []
     seen = set()
@@ -144,10 +147,10 @@ def _size_values(expr, frame, text):
     return values
 
 
-def _int_scope(frame, roots):
+def _int_scope(frame: Any, roots: Any) -> Any:
     """The whole-number sizes in scope where a layer is built: locals, and the plain
     attributes of the objects its size arguments read (``self``, ``cfg``, ``args``)."""
-    scope = {}
+    scope: Dict[str, int] = {}
     for name, value in list(frame.f_locals.items()):
         if type(value) is int and len(scope) < 60:
             scope[name] = value
@@ -173,11 +176,11 @@ def _int_scope(frame, roots):
     return scope
 
 
-def _pass_through_chain(frame, exprs, text):
+def _pass_through_chain(frame: Any, exprs: Any, text: Any) -> Any:
     """For size arguments that read ``__init__`` parameters: the argument at the constructor's
     call site (its source position and value), recursively while it is a plain pass-through."""
     chain = []
-    wanted = set()
+    wanted: Set[str] = set()
     for expr in exprs:
         wanted.update(n.id for n in ast.walk(expr) if isinstance(n, ast.Name))
     depth = 0
@@ -230,8 +233,8 @@ def _pass_through_chain(frame, exprs, text):
     return chain
 
 
-def _constructing_frame(skip_self):
-    frame = sys._getframe(2)
+def _constructing_frame(skip_self: Any) -> Any:
+    frame: Optional[types.FrameType] = sys._getframe(2)
     while frame is not None:
         if frame.f_locals.get("self") is skip_self:
             frame = frame.f_back
@@ -242,7 +245,7 @@ def _constructing_frame(skip_self):
     return None
 
 
-def layer_site_record(state, module, kind, size_args, signature_names):
+def layer_site_record(state: Any, module: Any, kind: Any, size_args: Any, signature_names: Any) -> Any:
     """The construction record of one layer (see LAYER_SIZE_ARGS); never raises."""
     record = {"index": len(state.layer_sites), "type": kind, "args": {}, "exprs": {},
               "site": None, "values": [], "scope": {}, "chain": []}
@@ -273,7 +276,7 @@ def layer_site_record(state, module, kind, size_args, signature_names):
     return record
 
 
-def install(run):
+def install(run: Run) -> None:
     """Records every layer of the kinds in LAYER_SIZE_ARGS where it is built (one record type)."""
     import inspect
 
@@ -290,11 +293,11 @@ def install(run):
         except (TypeError, ValueError):
             names = []
         klass_init = _layer_init(state, kind, size_args, names or list(size_args))
-        run.hooks.layer_init(klass, klass_init)
+        run.torch_hooks().layer_init(klass, klass_init)
 
 
-def _layer_init(state, kind, size_args, names):
-    def init(real, self, *args, **kwargs):
+def _layer_init(state: Any, kind: Any, size_args: Any, names: Any) -> Any:
+    def init(real: Any, self: Any, *args: Any, **kwargs: Any) -> None:
         real(self, *args, **kwargs)
         if self not in state.layer_site_index:  # a subclass's super().__init__ records once
             record = layer_site_record(state, self, kind, size_args, names)

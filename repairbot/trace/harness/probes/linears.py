@@ -1,17 +1,20 @@
 """Where each ``nn.Linear`` was constructed and the input shape it last saw."""
 
+from typing import Any, Dict
+
+from ..context import Run
 from ..frames import shape, user_call_site
 
 NAME = "linears"
 
 
-def install(run):
+def install(run: Run) -> None:
     state = run.state
     nn = run.torch.nn
 
-    def linear_init(call, self, *args, **kwargs):
+    def linear_init(call: Any, self: Any, *args: Any, **kwargs: Any) -> None:
         call(self, *args, **kwargs)
-        record = {
+        record: Dict[str, Any] = {
             "index": len(state.linears),
             "type": type(self).__name__,
             "in_features": int(getattr(self, "in_features", 0) or 0),
@@ -24,12 +27,12 @@ def install(run):
         state.linear_index[self] = record["index"]
         state.linears.append(record)
 
-    def forward_pre_hook(module, args):
+    def forward_pre_hook(module: Any, args: Any) -> None:
         index = state.linear_index.get(module)
         if index is not None and args:
             record = state.linears[index]
             record["input_shape"] = shape(args[0])
             record["calls"] += 1
 
-    run.hooks.layer_init(nn.Linear, linear_init)
-    run.hooks.forward_pre.add(forward_pre_hook)
+    run.torch_hooks().layer_init(nn.Linear, linear_init)
+    run.torch_hooks().forward_pre.add(forward_pre_hook)

@@ -9,7 +9,9 @@ real ``break``: ``with`` blocks and ``finally`` clauses run, ``for ... else`` do
 
 import builtins
 import sys
+from typing import Any, Dict, List, Optional, Set, Tuple
 
+from ..context import Run
 from ..evidence import finish
 from ..frames import OWNERSHIP, short_site, user_call_site
 from ..loops import is_statement_frame
@@ -22,16 +24,16 @@ class StepBudget:
     """Counts optimizer steps outside DataLoader passes; leaves the loop that holds them at
     ``max_steps``. A loop gets its own budget: the key is the outermost user loop on the stack."""
 
-    def __init__(self, run):
+    def __init__(self, run: Run) -> None:
         self.run = run
         self.state = run.state
-        self.key = None  # (frame, loop id) of the loop whose steps are being counted
+        self.key: Optional[Tuple[Any, int]] = None  # (frame, loop id) of the loop whose steps are being counted
         self.count = 0
-        self.pending = {}  # id(frame) -> (frame, set of loop ids to leave)
-        self.left = []  # reported: the loops left early, where, after how many steps
+        self.pending: Dict[int, Tuple[Any, Set[int]]] = {}  # id(frame) -> (frame, set of loop ids to leave)
+        self.left: List[Dict[str, Any]] = []  # reported: the loops left early, where, after how many steps
         self.loose = 0  # steps with no user loop around them (a library's own loop)
 
-    def chain(self, frame):
+    def chain(self, frame: Any) -> Any:
         """(frame, loops holding its current line) for each user frame, innermost first."""
         chain = []
         while frame is not None:
@@ -43,7 +45,7 @@ class StepBudget:
             frame = frame.f_back
         return chain
 
-    def on_step(self, frame):
+    def on_step(self, frame: Any) -> None:
         state = self.state
         if self.in_loader_pass():
             return
@@ -64,7 +66,7 @@ class StepBudget:
         if state.step_budget and self.count >= state.max_steps:
             self.leave(chain)
 
-    def leave(self, chain):
+    def leave(self, chain: Any) -> None:
         site = short_site(user_call_site())
         for frame, loops in chain:
             entry = self.pending.get(id(frame))
@@ -77,9 +79,9 @@ class StepBudget:
                 if not any(item["loop"] == loop.where() and item["frame"] == id(frame) for item in self.left):
                     self.left.append({"loop": loop.where(), "kind": loop.kind, "step": site,
                                       "steps": self.count, "frame": id(frame), "left": False})
-        builtins.__repairbot_leaving__ = True
+        builtins.__repairbot_leaving__ = True  # type: ignore[attr-defined]
 
-    def check(self, loop_id):
+    def check(self, loop_id: Any) -> Any:
         """``__repairbot_leave__``: does the calling frame leave loop ``loop_id`` now?"""
         frame = sys._getframe(1)
         entry = self.pending.get(id(frame))
@@ -89,7 +91,7 @@ class StepBudget:
         if not entry[1]:
             del self.pending[id(frame)]
         if not self.pending:
-            builtins.__repairbot_leaving__ = False
+            builtins.__repairbot_leaving__ = False  # type: ignore[attr-defined]
         where = self.run.loops.records[loop_id].where()
         for item in self.left:
             if item["loop"] == where and item["frame"] == id(frame):
@@ -97,16 +99,16 @@ class StepBudget:
         self.key, self.count = None, 0
         return True
 
-    def in_loader_pass(self):
+    def in_loader_pass(self) -> Any:
         """A DataLoader pass driven by a loop (``for batch in loader``) is bounded by the cut;
         a kept iterator (``next(it)``) is not."""
         return any(cut_pass["driven"] for cut_pass in self.state.passes)
 
-    def report(self):
+    def report(self) -> Any:
         return [{k: v for k, v in item.items() if k != "frame"} for item in self.left]
 
 
-def install(run):
+def install(run: Run) -> None:
     budget = run.budget = StepBudget(run)
     builtins.__repairbot_leaving__ = False  # type: ignore[attr-defined]
     builtins.__repairbot_leave__ = budget.check  # type: ignore[attr-defined]
