@@ -558,7 +558,7 @@ def test_the_harness_package_stays_off_the_users_path_and_patches_torch_once(tmp
         patched = {
             "DataLoader.__init__": DataLoader.__init__, "DataLoader.__iter__": DataLoader.__iter__,
             "Linear.__init__": torch.nn.Linear.__init__, "Module.__init__": torch.nn.Module.__init__,
-            "autograd.backward": torch.autograd.backward, "torch.load": torch.load, "torch.save": torch.save,
+            "autograd.backward": torch.autograd.backward, "torch.save": torch.save,
         }
         print(json.dumps({
             "path": sys.path,
@@ -566,7 +566,9 @@ def test_the_harness_package_stays_off_the_users_path_and_patches_torch_once(tmp
             "files": {name: f.__code__.co_filename for name, f in patched.items()},
             "real": {name: getattr(f, "__wrapped__", None).__module__ for name, f in patched.items()
                      if hasattr(f, "__wrapped__")},
-            "alias": torch.serialization.load is torch.load,
+            "alias": torch.serialization.save is torch.save,
+            # no probe of this run watches torch.load (a pattern's opt-in probe would): torch's own
+            "load": torch.load.__module__,
         }))
     """)
     result = run(tmp_path, script)
@@ -578,5 +580,5 @@ def test_the_harness_package_stays_off_the_users_path_and_patches_torch_once(tmp
     assert seen["registered"]
     assert {Path(file).as_posix().rsplit("/", 3)[-3:] == ["trace", "harness", "hooks.py"]
             for file in seen["files"].values()} == {True}
-    assert all(module.startswith("torch") for module in seen["real"].values()) and len(seen["real"]) >= 4
-    assert seen["alias"]
+    assert all(module.startswith("torch") for module in seen["real"].values()) and len(seen["real"]) == 3
+    assert seen["alias"] and seen["load"] == "torch.serialization"
