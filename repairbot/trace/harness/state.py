@@ -12,13 +12,14 @@ class RunState:
     """Counters and traces of one run; the probes read and write them (never a global)."""
 
     def __init__(self, config: Dict[str, Any]) -> None:
-        limits = config.get("limits", {})
-        self.force_batch = bool(limits.get("force_batch_size", True))
-        self.cut_batches = bool(limits.get("cut_batches", True))
-        self.step_budget = bool(limits.get("step_budget", True))
-        self.batch_size = int(limits.get("batch_size", 2))
-        self.max_batches = int(limits.get("max_batches", 2))
-        self.max_steps = int(limits.get("max_steps", 20))
+        # the runner always sends every limit (their defaults are declared there, once)
+        limits = config["limits"]
+        self.force_batch = bool(limits["force_batch_size"])
+        self.cut_batches = bool(limits["cut_batches"])
+        self.step_budget = bool(limits["step_budget"])
+        self.batch_size = int(limits["batch_size"])
+        self.max_batches = int(limits["max_batches"])
+        self.max_steps = int(limits["max_steps"])
         self.forced: List[Dict[str, Any]] = []  # what the limits changed, with where
         self.active_loaders = 0
         self.passes: List[Dict[str, bool]] = []  # the DataLoader passes under way: {"driven": pulled by a loop header}
