@@ -1,6 +1,6 @@
 """What one traced run recorded, read from the harness's JSON (schema ``repairbot.evidence/1``).
 
-The harness (``trace/bootstrap.py``) writes plain JSON; this module turns it into typed values
+The harness (``trace/harness/``) writes plain JSON; this module turns it into typed values
 for the loop and the patterns, without importing torch.
 """
 
@@ -120,12 +120,9 @@ class Evidence:
     shadowed_files: tuple[str, ...] = ()
     suppressed_deletes: tuple[str, ...] = ()
     probes: frozenset[str] = frozenset()  # the opt-in probes that were on
-    # In-place operations on tensors autograd tracks, since the last successful backward()
-    # (the "inplace-ops" probe): op, shape, dtype, producer, leaf, version, site, module, module_site.
-    inplace_ops: tuple[Mapping[str, Any], ...] = ()
-    # The checkpoints torch.load refused under weights_only=True (the "unsafe-globals" probe):
-    # path, globals [{name, resolved}], build_types, loads, error.
-    unsafe_globals: tuple[Mapping[str, Any], ...] = ()
+    # The records of the patterns' own probes, by their evidence.json key, as traced (each
+    # pattern reads and types its own; None or absent: the probe did not run).
+    probe_records: Mapping[str, Any] = field(default_factory=dict)
     # What the health checks saw (None: they were off); file paths absolute, as traced.
     health: tuple[HealthFinding, ...] | None = None
 
@@ -260,7 +257,11 @@ def evidence_from_json(data: Mapping[str, Any], root: Path | None = None) -> Evi
     return replace(
         evidence,
         failure=_rebase_failure(evidence.failure, rebase) if evidence.failure else None,
-        inplace_ops=tuple(rebase_record(op) for op in evidence.inplace_ops),
+        probe_records={
+            key: [rebase_record(item) if isinstance(item, Mapping) else item for item in value]
+            if isinstance(value, list | tuple) else value
+            for key, value in evidence.probe_records.items()
+        },
         scopes={index: rebase_scope(scope) for index, scope in evidence.scopes.items()},
         failing_module=rebase_description(evidence.failing_module) if evidence.failing_module else None,
         linears=tuple(replace(lt, site=rebase(lt.site) if lt.site else None) for lt in evidence.linears),
@@ -328,10 +329,16 @@ def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
         shadowed_files=tuple(files.get("shadowed", ())),
         suppressed_deletes=tuple(files.get("suppressed_deletes", ())),
         probes=frozenset(data.get("probes") or ()),
-        inplace_ops=tuple(data.get("inplace_ops") or ()),
-        unsafe_globals=tuple(data.get("unsafe_globals") or ()),
+        probe_records={key: value for key, value in data.items() if key not in _CORE_KEYS},
         health=health_from_json(data["health"]) if data.get("health") is not None else None,
     )
+
+
+# What the harness's core writes; every other key of evidence.json is a pattern probe's.
+_CORE_KEYS = frozenset({
+    "schema", "outcome", "exit_code", "exception", "stopped_at", "limits", "progress", "linears",
+    "layer_sites", "probes", "health", "imported_files", "environment", "files",
+})
 
 
 def health_from_json(items: Sequence[Mapping[str, Any]]) -> tuple[HealthFinding, ...]:

@@ -5,11 +5,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from pathlib import Path
 
 from repairbot.lint.rule import LintRule
 from repairbot.pattern import Pattern
 from repairbot.unit import discover
 from repairbot.unit import select as select_units
+
+
+def probe_file(pattern: Pattern | type[Pattern]) -> Path | None:
+    """The pattern's own run-time probe (``probe.py`` beside ``pattern.py``), if it has one."""
+    path = pattern.folder() / "probe.py"
+    return path if path.is_file() else None
+
+
+@functools.cache
+def probe_files() -> tuple[Path, ...]:
+    """The probe files of the whole catalogue, in pattern id order."""
+    return tuple(path for path in map(probe_file, all_patterns()) if path is not None)
 
 
 @functools.cache

@@ -216,6 +216,7 @@ _USER_PSEUDO_FILE = re.compile(r"^(?:<ipython-input-|<stdin>|Cell In ?\[|Input I
 
 # repairbot's own tracing harness, wherever repairbot is installed (or checked out).
 _HARNESS_FILE = "repairbot/trace/bootstrap.py"
+_HARNESS_DIR = "repairbot/trace/harness/"
 
 
 def is_user_path(path: str) -> bool:
@@ -237,7 +238,7 @@ def is_user_path(path: str) -> bool:
     if path.startswith("<"):  # <frozen ...>, <string>, <decorator-gen-12>, ...
         return False
     norm = path.replace("\\", "/")
-    if _STDLIB_DIR.search(norm) or norm.endswith(_HARNESS_FILE):
+    if _STDLIB_DIR.search(norm) or norm.endswith(_HARNESS_FILE) or _HARNESS_DIR in norm:
         return False
     parts = [part for part in norm.split("/") if part]
     folders = parts[:-1]

@@ -423,10 +423,11 @@ def test_inplace_probe_records_in_place_ops_since_the_last_backward(tmp_path: Pa
     script = write(tmp_path / "train.py", INPLACE_SCRIPT)
     plain = run(tmp_path, script)
     assert plain.failure is not None and "modified by an inplace operation" in plain.failure.message
-    assert not plain.evidence.inplace_ops and "inplace-ops" not in plain.evidence.probes
+    # the pattern's probe is loaded (its key is there) but off until it is asked for
+    assert plain.evidence.probe_records["inplace_ops"] is None and "inplace-ops" not in plain.evidence.probes
     traced = run(tmp_path, script, probes=frozenset({"inplace-ops"}))
     assert traced.failure.message == plain.failure.message
-    ops = traced.evidence.inplace_ops
+    ops = traced.evidence.probe_records["inplace_ops"]
     first = ops[0]
     assert (first["op"], first["shape"], first["producer"]) == ("add_", [2, 3], "SigmoidBackward0")
     assert (Path(first["site"]["file"]).name, first["site"]["line"], first["site"]["code"]) == ("train.py", 12, "h += 1")
@@ -545,3 +546,39 @@ def test_layer_sites_record_traced_size_values_and_the_call_chain(tmp_path: Path
     assert emb.values == {'GPT["vocab"]': 50, 'GPT["emb_dim"]': 24}
     linear = result.evidence.linear
     assert linear is not None and result.evidence.layer_site(linear) == fc
+
+
+def test_the_harness_package_stays_off_the_users_path_and_patches_torch_once(tmp_path: Path) -> None:
+    """The script sees its own folder first on sys.path and nothing of the harness; each torch
+    entry point is one dispatcher of the harness's hooks module over torch's own function."""
+    script = write(tmp_path / "train.py", """
+        import json, os, sys
+        import torch
+        from torch.utils.data import DataLoader
+        patched = {
+            "DataLoader.__init__": DataLoader.__init__, "DataLoader.__iter__": DataLoader.__iter__,
+            "Linear.__init__": torch.nn.Linear.__init__, "Module.__init__": torch.nn.Module.__init__,
+            "autograd.backward": torch.autograd.backward, "torch.save": torch.save,
+        }
+        print(json.dumps({
+            "path": sys.path,
+            "registered": "repairbot_harness" in sys.modules,
+            "files": {name: f.__code__.co_filename for name, f in patched.items()},
+            "real": {name: getattr(f, "__wrapped__", None).__module__ for name, f in patched.items()
+                     if hasattr(f, "__wrapped__")},
+            "alias": torch.serialization.save is torch.save,
+            # no probe of this run watches torch.load (a pattern's opt-in probe would): torch's own
+            "load": torch.load.__module__,
+        }))
+    """)
+    result = run(tmp_path, script)
+    assert result.passed, result.stderr
+    seen = json.loads(result.stdout.splitlines()[-1])
+    harness = Path(__file__).resolve().parent.parent / "repairbot" / "trace"
+    assert seen["path"][0] == str(tmp_path)
+    assert not [p for p in seen["path"] if p and Path(p).resolve().is_relative_to(harness)]
+    assert seen["registered"]
+    assert {Path(file).as_posix().rsplit("/", 3)[-3:] == ["trace", "harness", "hooks.py"]
+            for file in seen["files"].values()} == {True}
+    assert all(module.startswith("torch") for module in seen["real"].values()) and len(seen["real"]) == 3
+    assert seen["alias"] and seen["load"] == "torch.serialization"

@@ -22,7 +22,7 @@ from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text
 from repairbot.output.sarif import HEALTH_CHECKS, render_sarif
 from repairbot.registry import all_patterns
-from repairbot.trace.runner import BOOTSTRAP
+from repairbot.trace.runner import BOOTSTRAP, Limits
 from repairbot.types import HealthFinding, RepairReport, RunLimits, Status, StopReason
 from tests.support import (
     PYTHON,
@@ -157,28 +157,33 @@ import torch
 spec = importlib.util.spec_from_file_location("bootstrap", {bootstrap!r})
 bootstrap = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bootstrap)
+bootstrap.load_harness()
+from repairbot_harness import health
+from repairbot_harness.context import Run
+from repairbot_harness.hooks import TorchHooks
 torch.cuda.is_available = lambda: True
 torch.cuda.device_count = lambda: 1
-bootstrap.STATE = bootstrap.RunState({{"limits": {{}}}})
-bootstrap.install_health_probes(bootstrap.STATE, torch)
+run = Run({{"limits": {limits!r}}})
+run.torch, run.hooks = torch, TorchHooks(torch)
+findings = health.install(run)
 model = torch.nn.Linear(3, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for _ in range(2):
     opt.zero_grad()
     model(torch.randn(4, 3)).pow(2).mean().backward()
     opt.step()
-print(json.dumps(bootstrap.HEALTH.findings()))
+print(json.dumps(findings()))
 """
 
 
 @pytest.mark.torch
 def test_device_idle_fires_where_cuda_is_available_and_the_model_stays_on_the_cpu(tmp_path: Path) -> None:
     script = tmp_path / "idle.py"
-    script.write_text(DEVICE_IDLE.format(bootstrap=str(BOOTSTRAP)))
+    script.write_text(DEVICE_IDLE.format(bootstrap=str(BOOTSTRAP), limits=Limits().to_json()))
     result = subprocess.run([PYTHON, str(script)], capture_output=True, text=True, check=False, timeout=120)
     assert result.returncode == 0, result.stderr
     (finding,) = json.loads(result.stdout.splitlines()[-1])
-    assert finding["id"] == "device-idle" and finding["file"] == str(script) and finding["line"] == 16  # opt.step()
+    assert finding["id"] == "device-idle" and finding["file"] == str(script) and finding["line"] == 21  # opt.step()
     assert finding["evidence"] == {
         "cuda_devices": 1, "parameter_tensors": 2, "parameter_devices": ["cpu"], "optimizers": ["SGD"],
     }

@@ -35,6 +35,15 @@ from repairbot.sources import Sources, report_path
 from repairbot.torch_semantics import NO_GRAD, is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
+from . import probe
+
+
+def _inplace_ops(evidence: Evidence) -> tuple[Mapping[str, Any], ...]:
+    """The probe's records (probe.py): op, shape, dtype, producer, leaf, version, site,
+    module, module_site of each in-place op since the last successful backward()."""
+    records = evidence.probe_records.get(probe.EVIDENCE_KEY)
+    return tuple(op for op in records if isinstance(op, Mapping)) if isinstance(records, list | tuple) else ()
+
 _MODIFIED = (
     r"one of the variables needed for gradient computation has been modified by an inplace operation"
 )
@@ -522,7 +531,7 @@ class InplaceAutograd(Pattern):
         signature("RuntimeError", _MODIFIED),
         signature("RuntimeError", _LEAF),
     )
-    RERUN_PROBES = frozenset({"inplace-ops"})
+    RERUN_PROBES = frozenset({probe.NAME})
     # Wrapping a statement in `with torch.no_grad():` turns one line into two; removing an
     # `inplace=True` on its own line joins two.
     MAX_CHANGED_LINES = 2
@@ -555,15 +564,15 @@ class InplaceAutograd(Pattern):
                 diagnosis=f"find where a {modified.shape_text} input, buffer or weight is changed in place "
                 "between the forward pass and backward(), and change a copy instead (x = x * 2, or x.clone())",
             )
-        if evidence is None or "inplace-ops" not in evidence.probes:
+        if evidence is None or probe.NAME not in evidence.probes:
             return self.decline("no in-place operations were traced for this failure (the tracing rerun did not run)")
-        matching = [op for op in evidence.inplace_ops if _op_matches(op, modified)]
+        matching = [op for op in _inplace_ops(evidence) if _op_matches(op, modified)]
         through_view = not matching
         if through_view:
-            matching = _view_culprits(evidence.inplace_ops, modified)
+            matching = _view_culprits(_inplace_ops(evidence), modified)
         if not matching:
             return self.decline(
-                f"none of the {len(evidence.inplace_ops)} traced in-place operations since the last "
+                f"none of the {len(_inplace_ops(evidence))} traced in-place operations since the last "
                 f"backward() changed {modified.what}",
                 diagnosis="torch.autograd.set_detect_anomaly(True) shows the operation whose saved tensor "
                 "was changed; the in-place change comes after it",
@@ -816,7 +825,7 @@ class InplaceAutograd(Pattern):
                 "module_site": _short(op.get("module_site")),
             },
             "matching_ops": count,
-            "traced_ops": len(evidence.inplace_ops),
+            "traced_ops": len(_inplace_ops(evidence)),
             "rewritten_to": after,
         }
 
@@ -824,7 +833,7 @@ class InplaceAutograd(Pattern):
         self, op: Mapping[str, Any], modified: Modified, evidence: Evidence, count: int, where: str
     ) -> str:
         times = "" if count == 1 else f" ({count} times)"
-        traced = len(evidence.inplace_ops)
+        traced = len(_inplace_ops(evidence))
         return (
             f"backward() found {modified.what} at version {modified.version} instead of {modified.expected}; "
             f"of the {traced} in-place operation{'' if traced == 1 else 's'} traced since the last backward(), "
@@ -885,7 +894,7 @@ class InplaceAutograd(Pattern):
         applicability = Applicability.SAFE if others == 0 else Applicability.UNSAFE
         recorded = next(
             (
-                op for op in (evidence.inplace_ops if evidence else ())
+                op for op in (_inplace_ops(evidence) if evidence else ())
                 if op.get("leaf") and isinstance(op.get("site"), Mapping)
                 and Path(op["site"]["file"]) == path and op["site"].get("line") == frame.line
             ),

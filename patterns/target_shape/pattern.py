@@ -28,6 +28,8 @@ from repairbot.pattern import Pattern, phrase, signature, type_matches
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
+from . import probe
+
 Shape = tuple[int, ...]
 Scope = Mapping[str, Mapping[str, Any]]
 
@@ -122,7 +124,7 @@ class TargetShape(Pattern):
         signature(("UserWarning", "ValueError"), _USING),
     )
     EVIDENCE = frozenset({"locals"})
-    PROBES = frozenset({"target-size-warning"})
+    PROBES = frozenset({probe.NAME})
     # The fix needs both sides to share their first (batch) size N and to differ only by a
     # dimension of size 1 elsewhere: that unit dimension is a feature or channel axis of the
     # model's output or of the labels, not a batch axis. The harness only ever lowers N to 2

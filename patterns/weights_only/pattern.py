@@ -27,14 +27,16 @@ from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources, report_path
-from repairbot.trace.bootstrap import NUMPY_DTYPE_CLASS, PLAIN_DATA
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+
+from . import probe
+from .probe import NUMPY_DTYPE_CLASS, PLAIN_DATA
 
 # The loaders whose weights_only default changed; a call of another function reaches one.
 _LOADERS = ("torch.load", "torch.serialization.load")
 _SAFE_GLOBALS = ("torch.serialization.safe_globals",)
 # How the evidence rerun's probe is asked for, and where its record is read.
-_PROBE = "unsafe-globals"
+_PROBE = probe.NAME
 _NUMPY_ALIAS = "np"
 # A ``with`` line longer than black's default gets the allowlist one global per line.
 _LINE_LENGTH = 88
@@ -338,7 +340,7 @@ class _Global:
 
 def _probe_record(evidence: Evidence | None) -> Mapping[str, Any] | None:
     """The last record of the unsafe-globals probe: one per failed ``torch.load``."""
-    records = getattr(evidence, "unsafe_globals", None) if evidence is not None else None
+    records = evidence.probe_records.get(probe.EVIDENCE_KEY) if evidence is not None else None
     if not records:
         return None
     last = records[-1]

@@ -1,1 +1,1 @@
-"""The tracing run: the child-process harness (bootstrap) and the runner that starts it."""
+"""The tracing run: the child-process harness (harness/, started through bootstrap.py) and the runner that starts it."""

@@ -1,9 +1,10 @@
 """Runs the user's script in a child process under the tracing harness.
 
-The child is ``python bootstrap.py CONFIG.json`` under the user's interpreter, in its own
+The child is ``python bootstrap.py CONFIG.json`` (which loads the harness package, harness/)
+under the user's interpreter, in its own
 process group, with a wall-clock timeout after which the whole process tree is killed
 (DataLoader workers and grandchildren, even those that left the group). Files the run created
-are removed afterwards; files that existed before it were never touched (see bootstrap's
+are removed afterwards; files that existed before it were never touched (see the harness's
 file guard).
 """
 
@@ -77,6 +78,8 @@ class RunRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     guard_files: bool = True
     probes: frozenset[str] = frozenset()  # opt-in probes of the harness, by name
+    # the patterns' probe.py files the harness loads (None: every pattern's that has one)
+    probe_files: tuple[Path, ...] | None = None
     module: str | None = None  # run as `python -m module` (``script`` is then the module's file)
 
     def command(self) -> str:
@@ -163,6 +166,14 @@ class _Launch:
     marker: str
 
 
+def _probe_files(request: RunRequest) -> tuple[Path, ...]:
+    if request.probe_files is not None:
+        return request.probe_files
+    from repairbot.registry import probe_files  # the catalogue imports the runner's users
+
+    return probe_files()
+
+
 class HarnessError(Exception):
     """The harness could not start or supervise a run (reported, never a traceback of ours)."""
 
@@ -209,6 +220,7 @@ class SubprocessRunner:
             "limits": request.limits.to_json(),
             "guard_files": request.guard_files,
             "probes": sorted(request.probes),
+            "probe_files": [str(path) for path in _probe_files(request)],
             "module": request.module,
             "overlay": {
                 str(path): base64.b64encode(data).decode("ascii")
