@@ -23,6 +23,7 @@ EVIDENCE_KEY = "health"
 
 
 def checks():
+    # type: () -> list
     """Every health check class, in report order (``ORDER``): the ``HealthCheck`` subclass of
     each module of this package but ``core``."""
     folder = os.path.dirname(os.path.abspath(__file__))
