@@ -78,6 +78,48 @@ def test_the_checks_are_discovered_and_documented() -> None:
     assert {c.ID: c.LINT_RULE for c in health_checks() if c.LINT_RULE} == {"grad-accumulation": "missing-zero-grad"}
 
 
+def test_a_new_check_is_one_module_and_nothing_else(tmp_path: Path) -> None:
+    """A check added to a copy of the harness is discovered in its place (ORDER), with nothing
+    registered anywhere."""
+    import importlib.util
+    import shutil
+    import sys
+
+    harness = Path(BOOTSTRAP).parent / "harness"
+    copy = tmp_path / "harness"
+    shutil.copytree(harness, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "health" / "lr_too_high.py").write_text(textwrap.dedent('''\
+        """lr-too-high: a test check."""
+
+        from .core import HealthCheck
+
+
+        class LrTooHigh(HealthCheck):
+            """A test check.
+
+            What it finds:
+                Nothing.
+            """
+
+            ID = "lr-too-high"
+            TITLE = "A learning rate too high"
+            ORDER = 15
+    '''))
+    name = "copied_harness_for_discovery"
+    spec = importlib.util.spec_from_file_location(name, copy / "__init__.py", submodule_search_locations=[str(copy)])
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    try:
+        spec.loader.exec_module(package)
+        health = importlib.import_module(f"{name}.health")
+        ids = [check.ID for check in health.checks()]
+    finally:
+        for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[module]
+    assert ids == [CHECKS[0], "lr-too-high", *CHECKS[1:]]
+
+
 def test_the_checks_import_without_torch() -> None:
     """The main process reads the checks' documentation: their modules must not need torch."""
     code = (
