@@ -17,6 +17,7 @@ import libcst as cst
 
 from repairbot.classify import Candidate, candidates, environment_problem
 from repairbot.evidence import Evidence
+from repairbot.health import offered_rules
 from repairbot.lint.engine import FixLevel, apply_edit, lint_bytes, package_of
 from repairbot.notebook import Notebook
 from repairbot.output.diff import unified_diff
@@ -500,7 +501,7 @@ class RepairLoop:
 # Health findings: from the child's absolute paths to the report's, with the static fix offered
 
 # The lint rule whose fix a health check offers ("where a static rule exists, the same fix").
-HEALTH_RULES = {"grad-accumulation": "missing-zero-grad"}
+HEALTH_RULES = offered_rules()
 
 
 def collect_health(

@@ -1,11 +1,12 @@
 """Writes the generated catalogue, one page per kind of unit, from the units themselves (their
-docstrings, examples and cases): docs/patterns.md and docs/lint-rules.md.
+docstrings, examples and cases): docs/patterns.md, docs/lint-rules.md, docs/health-checks.md and
+the health-check table of README.md.
 
 Run `python scripts/gen_docs.py` after adding or changing a pattern or a rule; `--check` exits 1
 when a page is stale, without writing (tests check every page too).
 
-A new kind of unit (the health checks) plugs in with one `Page` in PAGES: the file it writes,
-its base class and how it renders its units. A page that is a region of a hand-written file (a
+A new kind of unit plugs in with one `Page` in PAGES: the file it writes, how its units are
+found (`discover(Base)` for the kinds of the pattern folders) and how it renders them. A page that is a region of a hand-written file (a
 README table) sets `region`: the text between `<!-- BEGIN GENERATED <region> -->` and
 `<!-- END GENERATED <region> -->` is replaced, the rest of the file kept byte for byte.
 """
@@ -13,29 +14,34 @@ README table) sets `region`: the text between `<!-- BEGIN GENERATED <region> -->
 from __future__ import annotations
 
 import sys
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic
+from typing import Any, Generic, TypeVar
 
+from repairbot.health import KIND as HEALTH_KIND
+from repairbot.health import HealthCheckDoc, health_checks
 from repairbot.lint.rule import LintRule
 from repairbot.pattern import Pattern
-from repairbot.unit import U, Unit, discover
+from repairbot.unit import Unit, discover
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "scripts/gen_docs.py"
 
 
 @dataclass(frozen=True)
-class Page(Generic[U]):
+class Page(Generic[T]):
     path: Path
-    base: type[U]
-    render: Callable[[Sequence[type[U]]], str]  # the units of the kind, in id order -> the text
+    units: Callable[[], Sequence[T]]  # the units of the kind, in catalogue order
+    render: Callable[[Sequence[T]], str]  # the units -> the text
     region: str | None = None  # the generated region of a hand-written file, else the whole file
 
     def text(self) -> str:
         """What the file should hold."""
-        generated = self.render(discover(self.base))
+        generated = self.render(self.units())
         if self.region is None:
             return generated
         current = read(self.path)
@@ -131,9 +137,75 @@ def render_rules(rules: Sequence[type[LintRule]]) -> str:
     return f"{header(LintRule)}\n# Lint rules\n\n{intro}\n{table}\n{body}"
 
 
+# --------------------------------------------------------------------------------------------
+# Health checks
+# --------------------------------------------------------------------------------------------
+
+
+def _markdown(text: str) -> str:
+    """A docstring's reST literals as Markdown code."""
+    return text.replace("``", "`")
+
+
+def _health_fixtures() -> dict[str, list[str]]:
+    """check id -> the fixtures (fixtures/health_*) whose run reports it."""
+    found: dict[str, list[str]] = {}
+    for case in sorted((ROOT / "fixtures").glob("health_*/case.toml")):
+        config = tomllib.loads(case.read_text(encoding="utf-8"))
+        for check in [*config.get("health", []), *config.get("information", [])]:
+            found.setdefault(check, []).append(case.parent.name)
+    return found
+
+
+def _offers(check: HealthCheckDoc) -> str:
+    return f"the `{check.LINT_RULE}` lint rule's fix, offered" if check.LINT_RULE else "none"
+
+
+def _health_section(check: HealthCheckDoc, fixtures: list[str]) -> str:
+    docs = check.documentation()
+    parts = [f"## `{check.ID}`\n", f"{check.TITLE} (level: {check.LEVEL}; fix: {_offers(check)}; `{check.module}`).\n"]
+    if docs.get(""):
+        parts.append(_markdown(docs[""]) + "\n")
+    for title in HEALTH_KIND.doc.titles:
+        if docs.get(title):
+            parts.append(f"**{title}.** {_markdown(docs[title])}\n")
+    parts.append(f"Fixtures: {', '.join(f'`{f}`' for f in fixtures) or 'none (a child-side test)'}.\n")
+    return "\n".join(parts)
+
+
+def render_health(checks: Sequence[HealthCheckDoc]) -> str:
+    fixtures = _health_fixtures()
+    rows = [f"| [`{c.ID}`](#{c.ID}) | {c.LEVEL} | {'`' + c.LINT_RULE + '`' if c.LINT_RULE else '-'} | {cell(_markdown(c.TITLE))} |"
+            for c in checks]
+    table = "| id | level | offers the fix of | finds |\n| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
+    body = "\n".join(_health_section(c, fixtures.get(c.ID, [])) for c in checks)
+    intro = (
+        f"{len(checks)} checks. Every run of the harness (`repairbot doctor`, each run of `repairbot fix`) "
+        "watches the few real steps it executes for these silent training bugs; `--no-health` turns them "
+        "off. Each check is one module of `repairbot/trace/harness/health/`.\n"
+    )
+    header = f"<!-- GENERATED by {SCRIPT} from repairbot/trace/harness/health/*.py: do not edit -->\n"
+    return f"{header}\n# Health checks\n\n{intro}\n{table}\n{body}"
+
+
+def render_health_table(checks: Sequence[HealthCheckDoc]) -> str:
+    """The README's table: one row per check, its documentation's main sections."""
+    rows = []
+    for check in checks:
+        docs = check.documentation()
+        offered = f"`{check.LINT_RULE}` (never applied: `repairbot lint --fix` does)" if check.LINT_RULE else "-"
+        rows.append(
+            f"| [`{check.ID}`](docs/health-checks.md#{check.ID}) | {cell(_markdown(docs.get('What it finds', '')))} | "
+            f"{offered} | {cell(_markdown(docs.get('Not handled', '')))} |"
+        )
+    return "| check | what it finds | fix offered | not handled |\n| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
+
+
 PAGES: tuple[Page[Any], ...] = (
-    Page(ROOT / "docs" / "patterns.md", Pattern, render_patterns),
-    Page(ROOT / "docs" / "lint-rules.md", LintRule, render_rules),
+    Page(ROOT / "docs" / "patterns.md", lambda: discover(Pattern), render_patterns),
+    Page(ROOT / "docs" / "lint-rules.md", lambda: discover(LintRule), render_rules),
+    Page(ROOT / "docs" / "health-checks.md", health_checks, render_health),
+    Page(ROOT / "README.md", health_checks, render_health_table, region="health-checks"),
 )
 
 

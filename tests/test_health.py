@@ -17,16 +17,18 @@ from typing import Any
 import pytest
 
 from repairbot.evidence import evidence_from_json
+from repairbot.health import SECTIONS, health_checks
 from repairbot.loop import collect_health
 from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text
-from repairbot.output.sarif import HEALTH_CHECKS, render_sarif
-from repairbot.registry import all_patterns
+from repairbot.output.sarif import render_sarif
+from repairbot.registry import all_patterns, rules_by_id
 from repairbot.trace.runner import BOOTSTRAP, Limits
 from repairbot.types import HealthFinding, RepairReport, RunLimits, Status, StopReason
 from tests.support import (
     PYTHON,
     Fixture,
+    catalogue_generator,
     commit_all,
     copy_project,
     fixtures,
@@ -37,8 +39,10 @@ from tests.support import (
 from tests.test_reports import validate_report, validate_sarif
 
 HEALTH_FIXTURES = [f for f in fixtures() if "health" in f.config]
-CHECKS = ("nan-loss", "grad-accumulation", "dead-parameters", "frozen-optimizer", "broadcast-loss",
-          "device-idle", "data-leakage")
+# the checks, as discovered over repairbot/trace/harness/health/ (no list here)
+CHECKS = tuple(check.ID for check in health_checks())
+# the checks no fixture can trigger on this machine, and the child-side test that triggers each
+CHILD_SIDE = {"device-idle": "test_device_idle_fires_where_cuda_is_available_and_the_model_stays_on_the_cpu"}
 
 
 def prepare(fixture: Fixture, tmp_path: Path) -> Path:
@@ -51,9 +55,91 @@ def prepare(fixture: Fixture, tmp_path: Path) -> Path:
 def test_every_check_has_a_fixture_that_triggers_it_and_look_alikes() -> None:
     triggered = {check for f in HEALTH_FIXTURES for check in f.config["health"]}
     # device-idle needs a GPU: its child-side test below fakes one
-    assert triggered == set(CHECKS) - {"device-idle"}
+    assert triggered == set(CHECKS) - set(CHILD_SIDE)
+    assert set(CHILD_SIDE) <= set(CHECKS) and all(callable(globals()[test]) for test in CHILD_SIDE.values())
     assert sum(not f.config["health"] for f in HEALTH_FIXTURES) >= 3
-    assert set(HEALTH_CHECKS) == set(CHECKS)
+    noted = {check for f in HEALTH_FIXTURES for check in f.config.get("information", [])}
+    assert noted <= set(CHECKS)
+
+
+def test_the_checks_are_discovered_and_documented() -> None:
+    """One module per check, named after its id, documented in the lint rules' sections;
+    the lint rule whose fix a check offers exists."""
+    assert len(CHECKS) == len(set(CHECKS)) >= 7
+    for check in health_checks():
+        assert check.module == f"repairbot/trace/harness/health/{check.ID.replace('-', '_')}.py", check
+        assert check.TITLE and check.LEVEL in ("warning", "information"), check
+        sections = check.documentation()
+        assert sections[""], f"{check.ID}: no first paragraph"
+        assert check.undocumented() == [], f"{check.ID}: sections missing: {check.undocumented()}"
+        assert list(sections) == ["", *SECTIONS], f"{check.ID}: sections out of order: {list(sections)}"
+        if check.LINT_RULE is not None:
+            assert check.LINT_RULE in rules_by_id(), check
+    assert {c.ID: c.LINT_RULE for c in health_checks() if c.LINT_RULE} == {"grad-accumulation": "missing-zero-grad"}
+
+
+def test_a_new_check_is_one_module_and_nothing_else(tmp_path: Path) -> None:
+    """A check added to a copy of the harness is discovered in its place (ORDER), with nothing
+    registered anywhere."""
+    import importlib.util
+    import shutil
+    import sys
+
+    harness = Path(BOOTSTRAP).parent / "harness"
+    copy = tmp_path / "harness"
+    shutil.copytree(harness, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "health" / "lr_too_high.py").write_text(textwrap.dedent('''\
+        """lr-too-high: a test check."""
+
+        from .core import HealthCheck
+
+
+        class LrTooHigh(HealthCheck):
+            """A test check.
+
+            What it finds:
+                Nothing.
+            """
+
+            ID = "lr-too-high"
+            TITLE = "A learning rate too high"
+            ORDER = 15
+    '''))
+    name = "copied_harness_for_discovery"
+    spec = importlib.util.spec_from_file_location(name, copy / "__init__.py", submodule_search_locations=[str(copy)])
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    try:
+        spec.loader.exec_module(package)
+        health = importlib.import_module(f"{name}.health")
+        ids = [check.ID for check in health.checks()]
+    finally:
+        for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[module]
+    assert ids == [CHECKS[0], "lr-too-high", *CHECKS[1:]]
+
+
+def test_the_checks_import_without_torch() -> None:
+    """The main process reads the checks' documentation: their modules must not need torch."""
+    code = (
+        "import sys\nsys.modules['torch'] = None\n"
+        "from repairbot.health import health_checks\nprint(len(health_checks()))\n"
+    )
+    result = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=False, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) == len(CHECKS)
+
+
+def test_the_generated_health_docs_are_fresh() -> None:
+    generator = catalogue_generator()
+    pages = [page for page in generator.PAGES if page.units is health_checks]
+    assert {page.path.name for page in pages} == {"health-checks.md", "README.md"}
+    for page in pages:
+        assert page.path.read_bytes().decode("utf-8") == page.text(), f"{page.path.name} is stale: run python scripts/gen_docs.py"
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    for check in CHECKS:
+        assert f"[`{check}`](docs/health-checks.md#{check})" in readme
 
 
 @pytest.mark.torch
@@ -284,6 +370,14 @@ def test_every_report_shows_the_findings(tmp_path: Path) -> None:
     run = sarif["runs"][0]
     rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
     assert set(CHECKS) <= set(rules)
+    # every check is a rule, in report order, documented from its docstring
+    health_rules = [r for r in run["tool"]["driver"]["rules"] if r["properties"].get("kind") == "health-check"]
+    assert [r["id"] for r in health_rules] == list(CHECKS)
+    for rule, check in zip(health_rules, health_checks(), strict=True):
+        assert rule["shortDescription"]["text"] == check.TITLE
+        assert rule["fullDescription"]["text"] == " ".join(check.documentation()[""].split())
+        assert all(f"{title}: " in rule["help"]["text"] for title in SECTIONS), rule["help"]
+        assert rule["defaultConfiguration"]["level"] == "warning"
     assert [(r["ruleId"], r["level"], rules[r["ruleIndex"]]) for r in run["results"]] == [
         ("device-idle", "warning", "device-idle"), ("grad-accumulation", "warning", "grad-accumulation"),
     ]

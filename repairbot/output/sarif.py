@@ -18,6 +18,7 @@ from typing import Any
 
 from repairbot import __version__
 from repairbot.classify import candidates
+from repairbot.health import checks_by_id, health_checks
 from repairbot.output.diff import Hunk, PatchError, parse_patch
 from repairbot.output.report import evidence_line, failing_frame, report_to_json
 from repairbot.pattern import Pattern
@@ -87,59 +88,30 @@ _UNCLASSIFIED_RULE: dict[str, Any] = {
 }
 
 
-# The run-time health checks (silent bugs): id -> (title, what a finding means).
-HEALTH_CHECKS: dict[str, tuple[str, str]] = {
-    "nan-loss": (
-        "The loss is NaN or Inf",
-        "The tensor backward() was called on is not finite: every gradient of that step is NaN and the "
-        "optimizer writes NaN into the weights. The finding names the step and the first module output or "
-        "parameter that went non-finite.",
-    ),
-    "grad-accumulation": (
-        "Gradients are never reset between optimizer steps",
-        "optimizer.step() ran twice with no zero_grad() (nor set_to_none, nor p.grad = None) in between while "
-        "the same gradient tensors kept growing: each step applies the sum of every batch so far. The "
-        "missing-zero-grad lint rule's fix is offered.",
-    ),
-    "dead-parameters": (
-        "Parameters in the optimizer never get a gradient",
-        "Parameters that require grad and are stepped by an optimizer got no gradient in any step of the run "
-        "(a detached path, a layer never used in forward): that part of the model never learns.",
-    ),
-    "frozen-optimizer": (
-        "A model gets gradients but no optimizer holds its parameters",
-        "The model the loss is computed with is not the one the optimizer was built for (the model was "
-        "rebuilt or replaced after the optimizer): optimizer.step() never updates it.",
-    ),
-    "broadcast-loss": (
-        "A loss broadcasts its input against its target",
-        "The loss's input and target have different shapes that broadcast to a larger one ((N, 1) against "
-        "(N,) gives (N, N)): every prediction is compared with every target, with no error and no warning.",
-    ),
-    "device-idle": (
-        "CUDA is available but the model trains on the CPU",
-        "A GPU is there, yet every parameter the optimizer steps lives on the CPU.",
-    ),
-    "data-leakage": (
-        "Evaluation data overlaps the training data",
-        "A DataLoader used for evaluation (no optimizer step, no backward during it) shares samples with a "
-        "training one: the same dataset object, Subsets of one dataset with overlapping indices, or identical "
-        "samples seen in both phases. The overlap count is exact for the first two.",
-    ),
-}
-
-
 def _health_rule(check: str) -> dict[str, Any]:
-    title, text = HEALTH_CHECKS.get(check, (check, "A run-time health check of repairbot."))
+    """A health check's rule, from its documentation (the first paragraph is what a finding
+    means); an id no check declares gets a generic one."""
+    name = "".join(part.capitalize() for part in check.split("-"))
+    known = checks_by_id().get(check)
+    rule: dict[str, Any]
+    if known is None:
+        text = "A run-time health check of repairbot."
+        rule = {"id": check, "name": name, "shortDescription": {"text": check}, "fullDescription": {"text": text},
+                "help": {"text": text, "markdown": text}}
+        level = "warning"
+    else:
+        rule = documented_rule(check, name, known.TITLE, known.documentation(), "")
+        level = known.LEVEL
     return {
-        "id": check,
-        "name": "".join(part.capitalize() for part in check.split("-")),
-        "shortDescription": {"text": title},
-        "fullDescription": {"text": text},
-        "help": {"text": text, "markdown": text},
-        "defaultConfiguration": {"level": "warning"},
-        "properties": {"tags": ["pytorch", "health"], "problem.severity": "warning", "kind": "health-check"},
+        **rule,
+        "defaultConfiguration": {"level": _SARIF_LEVEL[level]},
+        "properties": {"tags": ["pytorch", "health"], "problem.severity": _SEVERITY[level], "kind": "health-check"},
     }
+
+
+# a finding's level -> SARIF's result level, and GitHub code scanning's problem.severity
+_SARIF_LEVEL = {"warning": "warning", "information": "note"}
+_SEVERITY = {"warning": "warning", "information": "recommendation"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,7 +240,7 @@ class _Results:
         self.patterns = patterns
         self.rules = [_rule(p) for p in patterns] + [_UNCLASSIFIED_RULE]
         known = {rule["id"] for rule in self.rules}
-        health = dict.fromkeys([*HEALTH_CHECKS, *(f.id for f in report.health)])
+        health = dict.fromkeys([*(c.ID for c in health_checks()), *(f.id for f in report.health)])
         self.rules += [_health_rule(check) for check in health if check not in known]
         self.index = {rule["id"]: i for i, rule in enumerate(self.rules)}
 
