@@ -241,6 +241,15 @@ class NumpyGrad(Pattern):
             if filled:
                 return filled
             what = "requires grad" if problem.grad else f"is on {problem.device}"
+            listed = _failing_tensor_list(scope, problem, call)
+            if listed is not None:
+                name, element = listed
+                # .item() fits numbers only; a .detach() where it is filled would drop gradient
+                # silently if the list also fed a loss, so a list of arrays is left to the user
+                return (
+                    f"`{name}` passed to `{shown}` at {where} is a list of tensors, each {tensor_text(element)}: "
+                    "`.item()` fits numbers only, and the list is not rewritten where it is filled"
+                )
             return (
                 f"no argument of `{shown}` at {where} is a tensor the trace shows that {what}: the failing tensor "
                 "is inside another object (a list of tensors, an attribute), and which one is not known"
@@ -469,6 +478,23 @@ def _list_fills(
             before=one_line(module, fill), after=f"{name}.append({one_line(module, method_call(value, 'item'))})",
         ))
     return edits
+
+
+def _failing_tensor_list(
+    scope: Scope, problem: _Problem, call: cst.Call
+) -> tuple[str, Mapping[str, Any]] | None:
+    """The first argument of ``call`` that the trace shows as a list of tensors that fail, with
+    its traced element (for a diagnosis that names it)."""
+    for arg in call.args:
+        if arg.star or not isinstance(arg.value, cst.Name):
+            continue
+        traced = scope.get("locals", {}).get(arg.value.value)
+        if not isinstance(traced, Mapping) or traced.get("kind") != "tensor-list":
+            continue
+        element = traced.get("element")
+        if isinstance(element, Mapping) and problem.fails(element):
+            return arg.value.value, element
+    return None
 
 
 def _traced_tensor(scope: Scope, name: str | None) -> Mapping[str, Any] | None:
