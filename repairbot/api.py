@@ -354,7 +354,7 @@ def _report(
         diff="".join(diffs),
         files_modified=tuple(_relative(delivery.root, p) for p in files) if fixed else (),
         run_limits=_run_limits(result.limits, evidence, delivery.root),
-        environment=dict(evidence.environment) if evidence else {},
+        environment=evidence.environment.to_json() if evidence else {},
         duration_s=duration,
         scratch=scratch,
         notes=notes + (notebook.notes() if notebook else ()),
@@ -384,10 +384,9 @@ def _run_limits(limits: Limits, evidence: Evidence | None, root: Path) -> RunLim
         return f"{_relative(root, Path(file))}:{line}"
 
     left = tuple(
-        {"loop": rel(item.get("loop")), "kind": item.get("kind"), "step": rel(item.get("step")),
-         "steps": item.get("steps")}
-        for item in (evidence.limits.get("left_loops", ()) if evidence else ())
-        if isinstance(item, dict) and rel(item.get("loop"))
+        {"loop": rel(item.loop), "kind": item.kind, "step": rel(item.step), "steps": item.steps}
+        for item in (evidence.limits.left_loops if evidence else ())
+        if rel(item.loop)
     )
     return RunLimits(
         batch_size=limits.batch_size, max_batches=limits.max_batches, max_steps=limits.max_steps,
@@ -524,7 +523,7 @@ def doctor(
         diff="",
         files_modified=(),
         run_limits=_run_limits(limits, evidence, root),
-        environment=dict(evidence.environment) if evidence else {},
+        environment=evidence.environment.to_json() if evidence else {},
         duration_s=time.monotonic() - started,
         scratch=scratch,
         notes=_doctor_notes(run, root, reason) + (notebook.notes() if notebook else ()),

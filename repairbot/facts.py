@@ -16,17 +16,16 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from repairbot.codemod import ImportTable, is_torch_name, spans
-from repairbot.evidence import Evidence
+from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.sources import SourceError, Sources, report_path
 from repairbot.types import Frame, Span
 
-Description = Mapping[str, Any]
+Description = DescribedValue
 
 # Context managers and decorators that switch autograd off for the code under them.
 GRAD_OFF = ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.inference_mode")
@@ -80,31 +79,29 @@ def resolve_site(evidence: Evidence | None, site: object) -> Frame | None:
     return None
 
 
-def scope_of(evidence: Evidence | None, frame: Frame | None) -> Mapping[str, Mapping[str, Any]]:
+def scope_of(evidence: Evidence | None, frame: Frame | None) -> Scope:
     if evidence is None or frame is None:
-        return {}
+        return Scope()
     return evidence.scope(frame)
 
 
 def local_tensors(evidence: Evidence | None, frame: Frame | None) -> dict[str, Description]:
     """The tensors among a frame's recorded locals, by name."""
-    described = scope_of(evidence, frame).get("locals", {})
-    return {name: value for name, value in described.items() if value.get("kind") == "tensor"}
+    described = scope_of(evidence, frame).locals
+    return {name: value for name, value in described.items() if value.is_tensor}
 
 
 def recorded_local(evidence: Evidence | None, frame: Frame | None, name: str) -> Description | None:
-    value = scope_of(evidence, frame).get("locals", {}).get(name)
-    return value if isinstance(value, Mapping) else None
+    return scope_of(evidence, frame).locals.get(name)
 
 
 def tracks_grad(value: Description | None) -> bool:
     """Whether a recorded value is a tensor that requires grad (one autograd is following)."""
-    return value is not None and value.get("kind") == "tensor" and bool(value.get("requires_grad"))
+    return value is not None and value.is_tensor and bool(value.requires_grad)
 
 
 def shape_of(tensor: Description) -> list[int] | None:
-    shape = tensor.get("shape")
-    return [int(v) for v in shape] if isinstance(shape, list) else None
+    return list(tensor.shape) if tensor.shape is not None else None
 
 
 def shape_text(shape: Sequence[int] | None) -> str:
@@ -115,23 +112,27 @@ def tensor_text(tensor: Description) -> str:
     """``[2, 16] float32 on cpu, requires grad``: one recorded tensor for people."""
     shape = shape_of(tensor)
     parts = ["scalar" if shape == [] else shape_text(shape)]
-    if tensor.get("dtype"):
-        parts.append(str(tensor["dtype"]))
+    if tensor.dtype:
+        parts.append(tensor.dtype)
     text = " ".join(parts)
-    if tensor.get("device"):
-        text += f" on {tensor['device']}"
-    if "requires_grad" in tensor:
-        text += ", requires grad" if tensor["requires_grad"] else ", does not require grad"
+    if tensor.device:
+        text += f" on {tensor.device}"
+    if tensor.requires_grad is not None:
+        text += ", requires grad" if tensor.requires_grad else ", does not require grad"
     return text
 
 
 def numel(tensor: Description) -> int:
-    shape = shape_of(tensor)
-    if shape is None:
+    return shape_numel(tensor.shape)
+
+
+def shape_numel(shape: object) -> int:
+    """The elements of a shape (a list or tuple of sizes); 0 when it is not one."""
+    if not isinstance(shape, list | tuple):
         return 0
     total = 1
     for size in shape:
-        total *= size
+        total *= int(size)
     return total
 
 

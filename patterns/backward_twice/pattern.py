@@ -107,7 +107,7 @@ class BackwardTwice(Pattern):
                 return earlier
         tensors = [
             f"`{name}` ({tensor_text(value)})"
-            for name, value in local_tensors(evidence, frame).items() if value.get("requires_grad")
+            for name, value in local_tensors(evidence, frame).items() if value.requires_grad
         ]
         found = f"; tensors requiring grad in that frame: {', '.join(tensors)}" if tensors else ""
         return self.decline(

@@ -7,7 +7,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 from libcst.metadata import ParentNodeProvider
@@ -22,7 +21,7 @@ from repairbot.codemod import (
     source_lines,
     walk,
 )
-from repairbot.evidence import Evidence
+from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.facts import Source, dtype_name, events, place, place_in, reads, shape_text, source
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.provenance import integer_value, parameter_names
@@ -253,11 +252,11 @@ class DtypeMismatch(Pattern):
                 diagnosis="convert the data with .float() where it is made from numpy (torch.from_numpy(...).float())",
                 at=frame,
             )
-        module = evidence.failing_module or {}
+        module = evidence.failing_module
         # a layer with parameters (a loss has none) given a float32 input: its parameters are the float64 side
-        if module.get("input_dtype") == _FLOAT32 and module.get("devices") and _in_torch_layer(failure):
+        if module and module.input_dtype == _FLOAT32 and module.devices and _in_torch_layer(failure):
             return _model_float64(
-                self, frame, f"the failing {module.get('type', 'layer')} received a float32 input, so its own parameters are float64"
+                self, frame, f"the failing {module.type or 'layer'} received a float32 input, so its own parameters are float64"
             )
         return _Tracer(self, failure, evidence, sources, message).locate()
 
@@ -436,11 +435,10 @@ class _View:
     file: _File
     expression: cst.BaseExpression
     ctx: _Ctx
-    scope: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    scope: Scope = field(default_factory=Scope)
 
-    def described(self, name: str) -> Mapping[str, Any] | None:
-        found = self.scope.get("locals", {}).get(name)
-        return found if found is not None else self.scope.get("globals", {}).get(name)
+    def described(self, name: str) -> DescribedValue | None:
+        return self.scope.get(name)
 
 
 class _Tracer:
@@ -578,7 +576,7 @@ class _Tracer:
         loss = view.file.src.backward_target(expression) if backward and isinstance(expression, cst.Call) else None
         if backward and loss is None and isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
             # `scaler.scale(loss).backward()`, `(loss / steps).backward()`: the one tensor it reads
-            tensors = [n for n in dict.fromkeys(reads(expression.func.value)) if (view.described(n) or {}).get("kind") == "tensor"]
+            tensors = [n for n in dict.fromkeys(reads(expression.func.value)) if (d := view.described(n)) is not None and d.is_tensor]
             if len(tensors) != 1:
                 return self.decline(
                     f"which loss {place(view.frame)} calls backward() on is not certain",
@@ -602,11 +600,11 @@ class _Tracer:
         floats: list[str] = []
         for name in dict.fromkeys(reads(expression)):
             described = view.described(name)
-            if described is None or described.get("kind") != "tensor":
+            if described is None or not described.is_tensor:
                 continue
-            if described.get("dtype") == _FLOAT64:
+            if described.dtype == _FLOAT64:
                 names.append(name)
-            elif described.get("dtype") == _FLOAT32:
+            elif described.dtype == _FLOAT32:
                 floats.append(name)
         return expression, ctx, names, floats
 
@@ -998,9 +996,9 @@ class _Tracer:
         if isinstance(func, cst.Attribute):
             return self._is_model(call, caller.ctx)
         described = caller.described(func.value) if isinstance(func, cst.Name) else None
-        if described is None or described.get("kind") != "module":
+        if described is None or not described.is_module:
             return False
-        return instance is None or described.get("type") == instance.cls.name.value
+        return instance is None or described.type == instance.cls.name.value
 
     def _is_model(self, call: cst.Call, ctx: _Ctx) -> bool:
         func = call.func
@@ -1012,7 +1010,7 @@ class _Tracer:
         if isinstance(func, cst.Name) and ctx.frame is not None:
             view = self._view(ctx.frame)
             described = view.described(func.value) if isinstance(view, _View) else None
-            return described is not None and described.get("kind") == "module"
+            return described is not None and described.is_module
         return False
 
     def _file(self, name: str) -> _File | None:
@@ -1031,12 +1029,12 @@ class _Tracer:
         span = file.src.positions[call]
         code = file.code(call)
         where = f"{place_in(file.path, span.line)}"
-        described = view.described(name) or {}
-        shape = described.get("shape")
-        shape_words = f"{shape_text(shape)} " if isinstance(shape, list) else ""
+        described = view.described(name)
+        shape = list(described.shape) if described and described.shape is not None else None
+        shape_words = f"{shape_text(shape)} " if shape is not None else ""
         operation = self._operation()
         seen = f"`{name}` ({shape_words}float64) at {place(view.frame)}"
-        has_parameters = bool((self.evidence.failing_module or {}).get("devices"))
+        has_parameters = bool(self.evidence.failing_module and self.evidence.failing_module.devices)
         against = "float32 parameters" if operation.startswith("nn.") and has_parameters else "float32 operands"
         notes: tuple[str, ...] = ()
         if others:
@@ -1053,7 +1051,7 @@ class _Tracer:
             evidence={
                 "message_dtypes": list(self.message.dtypes),
                 "float64_operand": {"name": name, "at": place(view.frame), "shape": shape, "dtype": _FLOAT64},
-                "failing_module": (self.evidence.failing_module or {}).get("type"),
+                "failing_module": self.evidence.failing_module.type if self.evidence.failing_module else None,
                 "origin": {"at": where, "call": code},
                 "trail": trail,
             },
@@ -1062,9 +1060,9 @@ class _Tracer:
         )
 
     def _operation(self) -> str:
-        module = self.evidence.failing_module or {}
-        if module.get("type") and _in_torch_layer(self.failure):
-            return f"nn.{module['type']}"
+        module = self.evidence.failing_module
+        if module and module.type and _in_torch_layer(self.failure):
+            return f"nn.{module.type}"
         frame = self.failure.user_frame
         if frame is not None and frame.code and ".backward(" in frame.code:
             return "the loss's backward()"

@@ -25,7 +25,7 @@ from repairbot.codemod import (
     spans,
 )
 from repairbot.evidence import Evidence, frame_from_json
-from repairbot.facts import numel, place_in
+from repairbot.facts import place_in, shape_numel
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -356,7 +356,7 @@ def _view_culprits(ops: Sequence[Mapping[str, Any]], modified: Modified) -> list
             continue
         if (
             _is_view_node(op.get("producer")) and op.get("version") == modified.expected
-            and numel(op) == numel({"shape": list(modified.shape)}) and (dtype is None or not op.get("dtype") or op["dtype"] == dtype)
+            and shape_numel(shape) == shape_numel(modified.shape) and (dtype is None or not op.get("dtype") or op["dtype"] == dtype)
         ):
             found.append(op)
     return found

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
@@ -21,14 +20,13 @@ from repairbot.codemod import (
     one_line,
     replace_arg_value,
 )
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, Scope
 from repairbot.facts import place_in
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature, type_matches
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
 Shape = tuple[int, ...]
-Scope = Mapping[str, Mapping[str, Any]]
 
 # The loss's two parameters and their positions, the same for every torch loss (nn.*Loss
 # modules and F.* functions alike).
@@ -146,7 +144,7 @@ class TargetShape(Pattern):
         wrapper = sources.metadata(path)
         module = wrapper.module
         imports = ImportTable(module)
-        scope = evidence.scope(frame) if evidence else {}
+        scope = evidence.scope(frame) if evidence else Scope()
         found = _loss_call(wrapper, imports, scope, frame)
         if isinstance(found, str):
             return self.decline(found, at=frame)
@@ -423,10 +421,10 @@ def _loss_name(call: cst.Call, imports: ImportTable, scope: Scope) -> str | None
         name = qualified.rsplit(".", 1)[-1]
         return name if _looks_like_loss(name) else None
     if isinstance(func, cst.Name):
-        for kind in ("locals", "globals"):
-            value = scope.get(kind, {}).get(func.value)
-            if value and value.get("kind") == "module" and _looks_like_loss(str(value.get("type", ""))):
-                return str(value["type"])
+        for names in (scope.locals, scope.globals):
+            value = names.get(func.value)
+            if value and value.is_module and _looks_like_loss(value.type or ""):
+                return str(value.type)
     return None
 
 
@@ -438,10 +436,10 @@ def _traced_shape(scope: Scope, value: cst.BaseExpression) -> Shape | None:
     """The traced shape of an argument that is a plain local name holding a tensor."""
     if not isinstance(value, cst.Name):
         return None
-    for kind in ("locals", "globals"):
-        described = scope.get(kind, {}).get(value.value)
-        if described and described.get("kind") == "tensor" and described.get("shape") is not None:
-            return tuple(int(n) for n in described["shape"])
+    for names in (scope.locals, scope.globals):
+        described = names.get(value.value)
+        if described and described.is_tensor and described.shape is not None:
+            return described.shape
     return None
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
 from repairbot.codemod import ImportTable, call_at, calls_on_line, one_line, spans
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, Scope
 from repairbot.facts import place, shape_text
 from repairbot.pattern import Pattern, SiteTransformer, phrase, signature
 from repairbot.sources import Sources
@@ -128,7 +128,7 @@ class ViewNoncontiguous(Pattern):
                 at=frame,
             )
         receiver = one_line(module, func.value)
-        scope = evidence.scope(frame) if evidence else {}
+        scope = evidence.scope(frame) if evidence else Scope()
         traced = _traced_receiver(scope, func.value)
         later = _written_later(wrapper, parents, call)
         notes: tuple[str, ...] = ()
@@ -309,17 +309,15 @@ def _enclosing(
 # Evidence
 
 
-def _traced_receiver(scope: Mapping[str, Mapping[str, object]], receiver: cst.BaseExpression) -> str | None:
+def _traced_receiver(scope: Scope, receiver: cst.BaseExpression) -> str | None:
     """``x`` traced as [2, 20, 8] float32: the tensor the view starts from, when its root is a local."""
     root = _root_name(receiver)
     if root is None:
         return None
-    value = scope.get("locals", {}).get(root)
-    if not isinstance(value, Mapping) or value.get("kind") != "tensor":
+    value = scope.locals.get(root)
+    if value is None or not value.is_tensor:
         return None
-    shape = value.get("shape")
-    sizes = shape_text([int(s) for s in shape]) if isinstance(shape, Sequence) else "[?]"
-    return f"`{root}` traced as {sizes} {value.get('dtype', '')}".rstrip()
+    return f"`{root}` traced as {shape_text(value.shape)} {value.dtype or ''}".rstrip()
 
 
 def _root_name(node: cst.BaseExpression) -> str | None:
