@@ -9,7 +9,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, ForcedLimit, TracedLimits
 from repairbot.loop import LoopOptions, RepairLoop, failure_key
 from repairbot.pattern import Pattern, SiteTransformer, signature
 from repairbot.sources import Sources
@@ -81,7 +81,7 @@ def failed(script: Path, exc_type: str, message: str, line: int = 1, progress: t
            forced: bool = False, user: bool = True) -> RunResult:
     failure = Failure(exc_type, message, frames=(Frame(str(script), line, "<module>", f"code of line {line}", user=user),))
     evidence = Evidence(outcome="failed", exit_code=1, failure=failure, progress=progress,
-                        limits={"forced": [{"what": "DataLoader batch_size 64 -> 2"}]} if forced else {})
+                        limits=TracedLimits(forced=(ForcedLimit("DataLoader batch_size 64 -> 2", None),) if forced else ()))
     return RunResult(RunStatus.FAILED, 1, 0.1, failure, evidence, progress=progress)
 
 
