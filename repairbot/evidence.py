@@ -1,7 +1,10 @@
 """What one traced run recorded, read from the harness's JSON (schema ``repairbot.evidence/1``).
 
 The harness (``trace/bootstrap.py``) writes plain JSON; this module turns it into typed values
-for the loop and the patterns, without importing torch.
+for the loop and the patterns, without importing torch. It is parsed here once, tolerantly: a
+field that is missing or of the wrong JSON type reads as None (or empty), never as an
+exception, so no pattern reads the record by string key. Records that a report quotes as the
+run wrote them (a traced value, the failing module, the environment) keep it in ``raw``.
 """
 
 from __future__ import annotations
