@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import tempfile
 from typing import Any
 
 import pytest
@@ -31,7 +32,7 @@ _MACHINE = ("python", "torch", "torch_threads")
 _ADDRESS = re.compile(r"\b0x[0-9a-f]{6,16}\b")
 # - temporary folders other than the copied project (already made relative by the recorder):
 #   the harness's scratch folder and the recorder's own, named by ``tempfile`` at random.
-_TEMP = re.compile(r"/tmp/[^\s\"':]*?repairbot-[A-Za-z0-9_]+")
+_TEMP = re.compile(re.escape(tempfile.gettempdir()) + r"/[^\s\"':]*?repairbot-[A-Za-z0-9_-]+")
 
 
 def _normalise(value: Any) -> Any:
@@ -44,7 +45,13 @@ def _normalise(value: Any) -> Any:
     return value
 
 
-def comparable(text: str) -> str:
+# - values a script computes from unseeded random data (``correct += (pred == y).sum().item()``
+#   on ``torch.randn`` inputs): no rule can know them, so a case that differs is recorded a
+#   second time, and what differs between today's two recordings is masked in all three.
+Path_ = tuple[str | int, ...]
+
+
+def comparable(text: str, varying: frozenset[Path_] = frozenset()) -> str:
     """A recording's ``evidence.json`` text with the run-dependent parts masked."""
     data = json.loads(text)
     environment = data.get("environment")
@@ -52,7 +59,30 @@ def comparable(text: str) -> str:
         for key in _MACHINE:
             if key in environment:
                 environment[key] = "<machine>"
-    return json.dumps(_normalise(data), indent=1, sort_keys=True) + "\n"
+    data = _normalise(data)
+    for path in varying:
+        data = _masked(data, path)
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def differing(a: Any, b: Any, at: Path_ = ()) -> set[Path_]:
+    """The paths where two JSON values differ (a list of another length differs as a whole)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {p for k in set(a) | set(b) for p in differing(a.get(k), b.get(k), (*at, k))}
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return {p for i, (x, y) in enumerate(zip(a, b, strict=True)) for p in differing(x, y, (*at, i))}
+    return set() if a == b else {at}
+
+
+def _masked(value: Any, path: Path_) -> Any:
+    if not path:
+        return "<varies between runs>"
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict) and head in value:
+        return {**value, head: _masked(value[head], rest)}
+    if isinstance(value, list) and isinstance(head, int) and head < len(value):
+        return [_masked(v, rest) if i == head else v for i, v in enumerate(value)]
+    return value
 
 
 def first_differences(committed: str, recorded: str, shown: int = _SHOWN) -> str:
@@ -78,6 +108,17 @@ def test_comparable_masks_only_run_dependent_parts() -> None:
     assert comparable(text) != comparable(text.replace('"batch_size": 2', '"batch_size": 3'))
 
 
+def test_only_what_varies_between_two_runs_is_masked() -> None:
+    first = {"locals": {"correct": {"kind": "number", "value": 1}, "n": {"kind": "number", "value": 4}}}
+    second = {"locals": {"correct": {"kind": "number", "value": 2}, "n": {"kind": "number", "value": 4}}}
+    varying = frozenset(differing(first, second))
+    assert varying == {("locals", "correct", "value")}
+    committed = {"locals": {"correct": {"kind": "number", "value": 3}, "n": {"kind": "number", "value": 5}}}
+    masked = json.loads(comparable(json.dumps(committed), varying))
+    assert masked["locals"]["correct"]["value"] == "<varies between runs>"
+    assert masked["locals"]["n"]["value"] == 5  # not varying: still compared
+
+
 def test_first_differences_shows_the_changed_lines() -> None:
     shown = first_differences("a\nb\nc\n", "a\nB\nc\n")
     assert "-b" in shown and "+B" in shown
@@ -91,8 +132,13 @@ def test_recording_is_current(case: PatternCase) -> None:
         pytest.skip("recorded with a GPU; this machine has none")
     recorded = recording(case)
     assert recorded is not None
-    committed = comparable((case.folder / "evidence.json").read_text(encoding="utf-8"))
-    today = comparable(recorded[1])
+    committed_text = (case.folder / "evidence.json").read_text(encoding="utf-8")
+    committed, today = comparable(committed_text), comparable(recorded[1])
+    if committed != today:
+        again = recording(case)
+        assert again is not None
+        varying = frozenset(differing(json.loads(today), json.loads(comparable(again[1]))))
+        committed, today = comparable(committed_text, varying), comparable(recorded[1], varying)
     assert committed == today, (
         f"{case.id}: the committed evidence.json differs from what the harness records today "
         f"(python -m tests.record {case.id} re-records it):\n{first_differences(committed, today)}"
