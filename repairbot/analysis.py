@@ -21,13 +21,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from repairbot.evidence import Evidence
+from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.sources import SourceError, Sources, report_path
 from repairbot.torch_semantics import (
     GRAD_MODE_SETTERS,
@@ -40,7 +40,7 @@ from repairbot.types import Frame, Span
 if TYPE_CHECKING:
     from repairbot.lint.rule import FileContext
 
-Description = Mapping[str, Any]
+Description = DescribedValue
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,31 +289,29 @@ def resolve_site(evidence: Evidence | None, site: object) -> Frame | None:
     return None
 
 
-def scope_of(evidence: Evidence | None, frame: Frame | None) -> Mapping[str, Mapping[str, Any]]:
+def scope_of(evidence: Evidence | None, frame: Frame | None) -> Scope:
     if evidence is None or frame is None:
-        return {}
+        return Scope()
     return evidence.scope(frame)
 
 
 def local_tensors(evidence: Evidence | None, frame: Frame | None) -> dict[str, Description]:
     """The tensors among a frame's recorded locals, by name."""
-    described = scope_of(evidence, frame).get("locals", {})
-    return {name: value for name, value in described.items() if value.get("kind") == "tensor"}
+    described = scope_of(evidence, frame).locals
+    return {name: value for name, value in described.items() if value.is_tensor}
 
 
 def recorded_local(evidence: Evidence | None, frame: Frame | None, name: str) -> Description | None:
-    value = scope_of(evidence, frame).get("locals", {}).get(name)
-    return value if isinstance(value, Mapping) else None
+    return scope_of(evidence, frame).locals.get(name)
 
 
 def tracks_grad(value: Description | None) -> bool:
     """Whether a recorded value is a tensor that requires grad (one autograd is following)."""
-    return value is not None and value.get("kind") == "tensor" and bool(value.get("requires_grad"))
+    return value is not None and value.is_tensor and bool(value.requires_grad)
 
 
 def shape_of(tensor: Description) -> list[int] | None:
-    shape = tensor.get("shape")
-    return [int(v) for v in shape] if isinstance(shape, list) else None
+    return list(tensor.shape) if tensor.shape is not None else None
 
 
 def shape_text(shape: Sequence[int] | None) -> str:
@@ -324,23 +322,27 @@ def tensor_text(tensor: Description) -> str:
     """``[2, 16] float32 on cpu, requires grad``: one recorded tensor for people."""
     shape = shape_of(tensor)
     parts = ["scalar" if shape == [] else shape_text(shape)]
-    if tensor.get("dtype"):
-        parts.append(str(tensor["dtype"]))
+    if tensor.dtype:
+        parts.append(tensor.dtype)
     text = " ".join(parts)
-    if tensor.get("device"):
-        text += f" on {tensor['device']}"
-    if "requires_grad" in tensor:
-        text += ", requires grad" if tensor["requires_grad"] else ", does not require grad"
+    if tensor.device:
+        text += f" on {tensor.device}"
+    if tensor.requires_grad is not None:
+        text += ", requires grad" if tensor.requires_grad else ", does not require grad"
     return text
 
 
 def numel(tensor: Description) -> int:
-    shape = shape_of(tensor)
-    if shape is None:
+    return shape_numel(tensor.shape)
+
+
+def shape_numel(shape: object) -> int:
+    """The elements of a shape (a list or tuple of sizes); 0 when it is not one."""
+    if not isinstance(shape, list | tuple):
         return 0
     total = 1
     for size in shape:
-        total *= size
+        total *= int(size)
     return total
 
 
@@ -826,7 +828,7 @@ def under_no_grad(context: FileContext, stack: Sequence[cst.CSTNode]) -> bool:
 # The loss call
 
 
-def loss_name(call: cst.Call, imports: ImportTable, scope: Mapping[str, Mapping[str, Any]]) -> str | None:
+def loss_name(call: cst.Call, imports: ImportTable, scope: Scope) -> str | None:
     """``cross_entropy``, ``BCEWithLogitsLoss``, ``FocalLoss``...: the loss a call invokes, when
     it says so: ``F.mse_loss(...)``, ``nn.MSELoss()(...)`` by the torch name it calls (aliases
     resolved), ``criterion(...)`` by the traced type of the module the name holds (``scope``: a
@@ -837,10 +839,10 @@ def loss_name(call: cst.Call, imports: ImportTable, scope: Mapping[str, Mapping[
         name = qualified.rsplit(".", 1)[-1]
         return name if is_loss_name(name) else None
     if isinstance(func, cst.Name):
-        for kind in ("locals", "globals"):
-            described = scope.get(kind, {}).get(func.value)
-            if isinstance(described, Mapping) and described.get("kind") == "module":
-                kind_name = str(described.get("type", ""))
+        for names in (scope.locals, scope.globals):
+            described = names.get(func.value)
+            if described is not None and described.is_module:
+                kind_name = described.type or ""
                 if is_loss_name(kind_name):
                     return kind_name
     return None
@@ -849,7 +851,7 @@ def loss_name(call: cst.Call, imports: ImportTable, scope: Mapping[str, Mapping[
 def loss_call_at(
     wrapper: MetadataWrapper,
     imports: ImportTable,
-    scope: Mapping[str, Mapping[str, Any]],
+    scope: Scope,
     frame: Frame,
     accepts: Callable[[cst.Call], bool] = lambda call: True,
 ) -> Located | None:

@@ -385,7 +385,7 @@ def _report(
         diff="".join(diffs),
         files_modified=tuple(paths.file(p) for p in files) if fixed else (),
         run_limits=_run_limits(result.limits, evidence, paths),
-        environment=dict(evidence.environment) if evidence else {},
+        environment=evidence.environment.to_json() if evidence else {},
         duration_s=duration,
         scratch=scratch,
         notes=notes + (notebook.notes() if notebook else ()),
@@ -409,10 +409,9 @@ def _run_limits(limits: Limits, evidence: Evidence | None, paths: ReportPaths) -
     stopped = evidence.stopped_at if evidence else None
     rel = paths.location
     left = tuple(
-        {"loop": rel(item.get("loop")), "kind": item.get("kind"), "step": rel(item.get("step")),
-         "steps": item.get("steps")}
-        for item in (evidence.limits.get("left_loops", ()) if evidence else ())
-        if isinstance(item, dict) and rel(item.get("loop"))
+        {"loop": rel(item.loop), "kind": item.kind, "step": rel(item.step), "steps": item.steps}
+        for item in (evidence.limits.left_loops if evidence else ())
+        if rel(item.loop)
     )
     return RunLimits(
         batch_size=limits.batch_size, max_batches=limits.max_batches, max_steps=limits.max_steps,
@@ -520,7 +519,7 @@ def doctor(
         diff="",
         files_modified=(),
         run_limits=_run_limits(setup.loop.limits, evidence, paths),
-        environment=dict(evidence.environment) if evidence else {},
+        environment=evidence.environment.to_json() if evidence else {},
         duration_s=time.monotonic() - started,
         scratch=setup.scratch(fix_options),
         notes=_doctor_notes(run, root, reason) + (notebook.notes() if notebook else ()),

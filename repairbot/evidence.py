@@ -1,7 +1,10 @@
 """What one traced run recorded, read from the harness's JSON (schema ``repairbot.evidence/1``).
 
 The harness (``trace/harness/``) writes plain JSON; this module turns it into typed values
-for the loop and the patterns, without importing torch.
+for the loop and the patterns, without importing torch. It is parsed here once, tolerantly: a
+field that is missing or of the wrong JSON type reads as None (or empty), never as an
+exception, so no pattern reads the record by string key. Records that a report quotes as the
+run wrote them (a traced value, the failing module, the environment) keep it in ``raw``.
 """
 
 from __future__ import annotations
@@ -9,12 +12,271 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from repairbot.tracebacks import worker_exception, worker_frames
 from repairbot.types import Failure, Frame, HealthFinding
 
 SCHEMA = "repairbot.evidence/1"
+
+
+def _int(value: Any) -> int | None:
+    """A whole number of the record (never a bool, which JSON keeps apart)."""
+    return value if type(value) is int else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _ints(value: Any) -> tuple[int, ...] | None:
+    if not isinstance(value, list | tuple) or not all(type(v) is int for v in value):
+        return None
+    return tuple(value)
+
+
+def _strs(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, list | tuple) else ()
+
+
+@dataclass(frozen=True)
+class DescribedValue:
+    """One traced value as the harness's ``_describe`` records it; which fields are set
+    depends on ``kind``:
+
+    - ``tensor``: ``shape``, ``dtype`` (``float32``), ``device`` (``cuda:0``), ``requires_grad``
+      (each None when it could not be read);
+    - ``module``: ``type`` (the class name), ``devices`` (of its parameters and buffers),
+      ``site`` (``file:line`` where it was built);
+    - ``device`` (a ``torch.device``), ``device-string`` (``"cuda:1"``), ``number``: ``value``;
+    - ``tensor-list`` (a list of tensors, losses appended per step): ``length``, ``element`` (the
+      last one).
+
+    ``raw`` is the record itself, for reports that quote it (``to_json``)."""
+
+    kind: str
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    device: str | None = None
+    requires_grad: bool | None = None
+    type: str | None = None
+    devices: tuple[str, ...] = ()
+    site: str | None = None
+    value: int | float | str | None = None
+    length: int | None = None
+    element: DescribedValue | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind == "tensor"
+
+    @property
+    def is_module(self) -> bool:
+        return self.kind == "module"
+
+    @property
+    def is_device(self) -> bool:
+        """A ``torch.device`` or a device string (``"cuda"``)."""
+        return self.kind in ("device", "device-string")
+
+    @classmethod
+    def from_json(cls, raw: Any) -> DescribedValue | None:
+        """None for a record that is not a description (no ``kind``)."""
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("kind"), str):
+            return None
+        value = raw.get("value")
+        requires_grad = raw.get("requires_grad")
+        return cls(
+            kind=raw["kind"],
+            shape=_ints(raw.get("shape")),
+            dtype=_str(raw.get("dtype")),
+            device=_str(raw.get("device")),
+            requires_grad=requires_grad if isinstance(requires_grad, bool) else None,
+            type=_str(raw.get("type")),
+            devices=_strs(raw.get("devices")),
+            site=_str(raw.get("site")),
+            value=value if isinstance(value, int | float | str) and not isinstance(value, bool) else None,
+            length=_int(raw.get("length")),
+            element=cls.from_json(raw.get("element")),
+            raw=dict(raw),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+    def quoted(self, *keys: str) -> dict[str, Any]:
+        """Some of the record, in the order asked, as the run recorded it (for a report)."""
+        return {key: self.raw[key] for key in keys if key in self.raw}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the run recorded of one user frame: its described locals, and the devices, device
+    strings and modules among its globals."""
+
+    locals: Mapping[str, DescribedValue] = field(default_factory=dict)
+    globals: Mapping[str, DescribedValue] = field(default_factory=dict)
+
+    def get(self, name: str) -> DescribedValue | None:
+        """A name as the frame sees it: a local, else a global."""
+        found = self.locals.get(name)
+        return found if found is not None else self.globals.get(name)
+
+    @classmethod
+    def from_json(cls, frame: Mapping[str, Any]) -> Scope:
+        def described(names: Any) -> dict[str, DescribedValue]:
+            if not isinstance(names, Mapping):
+                return {}
+            return {str(n): v for n, raw in names.items() if (v := DescribedValue.from_json(raw)) is not None}
+
+        return cls(locals=described(frame.get("locals")), globals=described(frame.get("globals")))
+
+
+@dataclass(frozen=True)
+class FailingModule:
+    """The ``nn.Module`` whose ``forward`` raised: what ``_describe`` records of a module, the
+    sizes it was built with (those it has: ``_module_details``), and the input it got (its
+    range only for an integer tensor). ``raw`` is the record, for reports (``to_json``)."""
+
+    type: str | None = None
+    devices: tuple[str, ...] = ()
+    site: str | None = None
+    num_embeddings: int | None = None
+    embedding_dim: int | None = None
+    padding_idx: int | None = None
+    in_features: int | None = None
+    out_features: int | None = None
+    in_channels: int | None = None
+    out_channels: int | None = None
+    num_features: int | None = None
+    input_size: int | None = None
+    hidden_size: int | None = None
+    input_shape: tuple[int, ...] | None = None
+    input_dtype: str | None = None
+    input_min: int | None = None
+    input_max: int | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, raw: Any) -> FailingModule | None:
+        if not isinstance(raw, Mapping) or not raw:
+            return None
+        return cls(
+            type=_str(raw.get("type")), devices=_strs(raw.get("devices")), site=_str(raw.get("site")),
+            num_embeddings=_int(raw.get("num_embeddings")), embedding_dim=_int(raw.get("embedding_dim")),
+            padding_idx=_int(raw.get("padding_idx")), in_features=_int(raw.get("in_features")),
+            out_features=_int(raw.get("out_features")), in_channels=_int(raw.get("in_channels")),
+            out_channels=_int(raw.get("out_channels")), num_features=_int(raw.get("num_features")),
+            input_size=_int(raw.get("input_size")), hidden_size=_int(raw.get("hidden_size")),
+            input_shape=_ints(raw.get("input_shape")), input_dtype=_str(raw.get("input_dtype")),
+            input_min=_int(raw.get("input_min")), input_max=_int(raw.get("input_max")),
+            raw=dict(raw),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
+
+
+@dataclass(frozen=True)
+class ForcedLimit:
+    """One thing the limits changed (``DataLoader batch_size 64 -> 2``), with where."""
+
+    what: str | None
+    site: str | None  # file:line
+
+    def __str__(self) -> str:
+        return f"{self.what} at {self.site}" if self.site else str(self.what)
+
+
+@dataclass(frozen=True)
+class LastBatch:
+    """A DataLoader whose cut passes end with the real run's last, partial batch."""
+
+    size: int | None  # the last batch's samples: len(dataset) % batch_size
+    dataset: int | None  # len(dataset)
+    batch_size: int | None  # the loader's own batch size
+    site: str | None  # file:line where the loader was built
+
+
+@dataclass(frozen=True)
+class LeftLoop:
+    """A loop the step budget ended early: the loop's and the step's ``file:line``."""
+
+    loop: str | None
+    kind: str | None
+    step: str | None
+    steps: int | None
+
+
+@dataclass(frozen=True)
+class TracedLimits:
+    """The limits as the run applied them and what they did (``limits`` of the record; the
+    options asked for are ``trace.runner.Limits``)."""
+
+    batch_size: int | None = None
+    max_batches: int | None = None
+    max_steps: int | None = None
+    forced: tuple[ForcedLimit, ...] = ()
+    steps: int | None = None
+    free_steps: int | None = None
+    batches: int | None = None  # batches the DataLoaders gave
+    loaders_cut: int | None = None
+    last_batches: tuple[LastBatch, ...] = ()
+    left_loops: tuple[LeftLoop, ...] = ()
+
+    @classmethod
+    def from_json(cls, raw: Any) -> TracedLimits:
+        if not isinstance(raw, Mapping):
+            return cls()
+
+        def items(key: str) -> list[Mapping[str, Any]]:
+            value = raw.get(key)
+            return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list | tuple) else []
+
+        return cls(
+            batch_size=_int(raw.get("batch_size")), max_batches=_int(raw.get("max_batches")),
+            max_steps=_int(raw.get("max_steps")),
+            forced=tuple(ForcedLimit(what=_str(i.get("what")), site=_str(i.get("site"))) for i in items("forced")),
+            steps=_int(raw.get("steps")), free_steps=_int(raw.get("free_steps")), batches=_int(raw.get("batches")),
+            loaders_cut=_int(raw.get("loaders_cut")),
+            last_batches=tuple(
+                LastBatch(size=_int(i.get("size")), dataset=_int(i.get("dataset")),
+                          batch_size=_int(i.get("batch_size")), site=_str(i.get("site")))
+                for i in items("last_batches")
+            ),
+            left_loops=tuple(
+                LeftLoop(loop=_str(i.get("loop")), kind=_str(i.get("kind")), step=_str(i.get("step")),
+                         steps=_int(i.get("steps")))
+                for i in items("left_loops")
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The interpreter, torch and GPUs the run saw. ``raw`` is the record, for reports."""
+
+    python: str | None = None  # 3.11.7
+    torch: str | None = None  # 2.13.0, without the local build tag
+    torch_threads: int | None = None
+    cuda_available: bool = False
+    cuda_device_count: int | None = None
+    devices: tuple[str, ...] = ()  # the GPUs' names
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Environment:
+        if not isinstance(raw, Mapping):
+            return cls()
+        return cls(
+            python=_str(raw.get("python")), torch=_str(raw.get("torch")), torch_threads=_int(raw.get("torch_threads")),
+            cuda_available=raw.get("cuda_available") is True, cuda_device_count=_int(raw.get("cuda_device_count")),
+            devices=_strs(raw.get("devices")), raw=dict(raw),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.raw)
 
 
 @dataclass(frozen=True)
@@ -76,6 +338,9 @@ class LayerSite:
     chain: tuple[PassedArgument, ...] = ()
 
 
+_Described = TypeVar("_Described", DescribedValue, FailingModule)
+
+
 def _layer_site_from_json(index: int, raw: Mapping[str, Any]) -> LayerSite:
     def value_map(items: Any) -> dict[str, Any]:
         return {str(v["expr"]): v.get("value") for v in items or () if isinstance(v, Mapping) and "expr" in v}
@@ -107,15 +372,15 @@ class Evidence:
     exit_code: int | None
     failure: Failure | None = None
     # Per frame index of ``failure.frames``: the described locals and device-like globals.
-    scopes: Mapping[int, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
+    scopes: Mapping[int, Scope] = field(default_factory=dict)
     failing_linear: int | None = None
-    failing_module: Mapping[str, Any] | None = None
+    failing_module: FailingModule | None = None
     linears: tuple[LinearTrace, ...] = ()
     layer_sites: tuple[LayerSite, ...] = ()
-    limits: Mapping[str, Any] = field(default_factory=dict)
+    limits: TracedLimits = field(default_factory=TracedLimits)
     progress: tuple[int, ...] = ()
     imported_files: tuple[str, ...] = ()
-    environment: Mapping[str, Any] = field(default_factory=dict)
+    environment: Environment = field(default_factory=Environment)
     stopped_at: Frame | None = None
     shadowed_files: tuple[str, ...] = ()
     suppressed_deletes: tuple[str, ...] = ()
@@ -141,19 +406,16 @@ class Evidence:
     @property
     def forced(self) -> tuple[str, ...]:
         """What the run's limits changed (batch sizes forced down), with where."""
-        return tuple(
-            f"{item.get('what')} at {item.get('site')}" if item.get("site") else str(item.get("what"))
-            for item in self.limits.get("forced", ())
-        )
+        return tuple(str(item) for item in self.limits.forced)
 
-    def scope(self, frame: Frame) -> Mapping[str, Mapping[str, Any]]:
-        """Locals and device-like globals recorded for a frame of the failure."""
+    def scope(self, frame: Frame) -> Scope:
+        """Locals and device-like globals recorded for a frame of the failure (empty when none)."""
         if self.failure is None:
-            return {}
+            return Scope()
         for index, candidate in enumerate(self.failure.frames):
             if candidate is frame or candidate == frame:
-                return self.scopes.get(index, {})
-        return {}
+                return self.scopes.get(index, Scope())
+        return Scope()
 
 
 def frame_from_json(data: Mapping[str, Any]) -> Frame:
@@ -178,14 +440,14 @@ def frame_to_json(frame: Frame) -> dict[str, Any]:
     return data
 
 
-def failure_from_json(data: Mapping[str, Any]) -> tuple[Failure, dict[int, dict[str, Any]]]:
+def failure_from_json(data: Mapping[str, Any]) -> tuple[Failure, dict[int, Scope]]:
     """The failure of an ``exception`` record, and the scopes of its user frames."""
     frames: list[Frame] = []
-    scopes: dict[int, dict[str, Any]] = {}
+    scopes: dict[int, Scope] = {}
     for index, raw in enumerate(data.get("frames", ())):
         frames.append(frame_from_json(raw))
         if "locals" in raw or "globals" in raw:
-            scopes[index] = {"locals": raw.get("locals", {}), "globals": raw.get("globals", {})}
+            scopes[index] = Scope.from_json(raw)
     message = str(data.get("message", ""))
     causes = tuple(failure_from_json(cause)[0] for cause in data.get("causes", ()))
     # a DataLoader worker's error: the worker's own exception, not the loader's wrapper
@@ -233,17 +495,17 @@ def evidence_from_json(data: Mapping[str, Any], root: Path | None = None) -> Evi
         file, _, line = site.rpartition(":")
         return f"{rebase(Frame(file=file, line=0)).file}:{line}" if file and line.isdigit() else site
 
-    def rebase_description(value: Mapping[str, Any]) -> dict[str, Any]:
-        described = dict(value)
-        if isinstance(value.get("site"), str):
-            described["site"] = rebase_site(value["site"])
-        return described
+    def rebase_description(value: _Described) -> _Described:
+        if value.site is None:
+            return value
+        site = rebase_site(value.site)
+        return replace(value, site=site, raw={**value.raw, "site": site})
 
-    def rebase_scope(scope: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-        return {
-            kind: {name: rebase_description(value) for name, value in names.items()}
-            for kind, names in scope.items()
-        }
+    def rebase_scope(scope: Scope) -> Scope:
+        return Scope(
+            locals={name: rebase_description(value) for name, value in scope.locals.items()},
+            globals={name: rebase_description(value) for name, value in scope.globals.items()},
+        )
 
     def rebase_record(record: Mapping[str, Any]) -> dict[str, Any]:
         # probe records carry frames as plain mappings ("site", "module_site")
@@ -286,14 +548,14 @@ def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
     if data.get("schema") != SCHEMA:
         raise ValueError(f"not a repairbot evidence record: schema {data.get('schema')!r}")
     failure = None
-    scopes: dict[int, dict[str, Any]] = {}
+    scopes: dict[int, Scope] = {}
     failing_linear = None
     failing_module = None
     exception = data.get("exception")
     if exception:
         failure, scopes = failure_from_json(exception)
         failing_linear = exception.get("failing_linear")
-        failing_module = exception.get("failing_module")
+        failing_module = FailingModule.from_json(exception.get("failing_module"))
     linears = tuple(
         LinearTrace(
             index=int(raw.get("index", i)),
@@ -321,10 +583,10 @@ def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
         failing_module=failing_module,
         linears=linears,
         layer_sites=layer_sites,
-        limits=data.get("limits") or {},
+        limits=TracedLimits.from_json(data.get("limits")),
         progress=tuple(data.get("progress") or ()),
         imported_files=tuple(data.get("imported_files", ())),
-        environment=data.get("environment") or {},
+        environment=Environment.from_json(data.get("environment")),
         stopped_at=frame_from_json(stopped) if stopped else None,
         shadowed_files=tuple(files.get("shadowed", ())),
         suppressed_deletes=tuple(files.get("suppressed_deletes", ())),

@@ -376,7 +376,7 @@ class RepairLoop:
     def _may_be_artefact(self, run: RunResult, ranked: Sequence[Candidate]) -> bool:
         """A failure that the forced batch size may have caused, so it must be confirmed first."""
         evidence = run.evidence
-        if not self.limits.force_batch_size or evidence is None or not evidence.limits.get("forced"):
+        if not self.limits.force_batch_size or evidence is None or not evidence.limits.forced:
             return False  # the harness changed no batch size: nothing to confirm
         if not ranked:
             # a missing package, file or GPU does not depend on the batch size

@@ -17,7 +17,6 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 from libcst.metadata import FunctionScope, GlobalScope, ParentNodeProvider, Scope
@@ -40,7 +39,8 @@ from repairbot.analysis import (
     traced_line_matches,
     walk,
 )
-from repairbot.evidence import Evidence, PassedArgument
+from repairbot.evidence import DescribedValue, Evidence, PassedArgument
+from repairbot.evidence import Scope as TracedScope
 from repairbot.sources import Sources, report_path
 from repairbot.types import Failure, Frame, Span
 
@@ -515,11 +515,10 @@ class TracedFrame:
     file: ProjectFile
     expression: cst.BaseExpression
     ctx: Context
-    scope: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    scope: TracedScope = field(default_factory=TracedScope)
 
-    def described(self, name: str) -> Mapping[str, Any] | None:
-        found = self.scope.get("locals", {}).get(name)
-        return found if found is not None else self.scope.get("globals", {}).get(name)
+    def described(self, name: str) -> DescribedValue | None:
+        return self.scope.get(name)
 
 
 @dataclass(frozen=True)
@@ -933,9 +932,9 @@ class ValueWalk:
         if isinstance(func, cst.Attribute):
             return self._is_model(call, caller.ctx)
         described = caller.described(func.value) if isinstance(func, cst.Name) else None
-        if described is None or described.get("kind") != "module":
+        if described is None or not described.is_module:
             return False
-        return instance is None or described.get("type") == instance.cls.name.value
+        return instance is None or described.type == instance.cls.name.value
 
     def _is_model(self, call: cst.Call, ctx: Context) -> bool:
         func = call.func
@@ -947,7 +946,7 @@ class ValueWalk:
         if isinstance(func, cst.Name) and ctx.frame is not None:
             view = self.view(ctx.frame)
             described = view.described(func.value) if isinstance(view, TracedFrame) else None
-            return described is not None and described.get("kind") == "module"
+            return described is not None and described.is_module
         return False
 
     def file(self, name: str) -> ProjectFile | None:

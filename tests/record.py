@@ -69,11 +69,22 @@ def _request(case: PatternCase, project: Path, probes: frozenset[str]) -> RunReq
 
 
 def record(case: PatternCase) -> None:
+    """Writes a case's ``traceback.txt`` and ``evidence.json`` (see ``recording``)."""
+    recorded = recording(case)
+    if recorded is None:
+        return
+    traceback_text, evidence_text = recorded
+    (case.folder / "traceback.txt").write_text(traceback_text, encoding="utf-8")
+    (case.folder / "evidence.json").write_text(evidence_text, encoding="utf-8")
+
+
+def recording(case: PatternCase) -> tuple[str, str] | None:
     """As the repair loop sees it: the traceback of the plain run (what is classified), and the
     evidence of the rerun with the pattern's costly probes when the failure needs them (what is
-    located), else of the plain run."""
+    located), else of the plain run; the texts of ``traceback.txt`` and ``evidence.json``, None
+    for a case this machine cannot record."""
     if not recordable(case):
-        return
+        return None
     patterns = registry.all_patterns()
     pattern = next(p for p in patterns if case.pattern_id == p.ID)
     cheap = frozenset().union(*(p.PROBES for p in patterns))
@@ -93,13 +104,16 @@ def record(case: PatternCase) -> None:
         raw = json.loads((scratch / f"run-{runner.runs}" / "evidence.json").read_text(encoding="utf-8"))
         starts = [m.start() for m in _TRACEBACK_START.finditer(plain.stderr)]
         traceback_text = plain.stderr[starts[0]:] if starts else plain.stderr
-        (case.folder / "traceback.txt").write_text(_normalise_text(traceback_text, project), encoding="utf-8")
-        (case.folder / "evidence.json").write_text(
-            json.dumps(_normalise(raw, project), indent=1, sort_keys=True) + "\n", encoding="utf-8"
+        return (
+            _normalise_text(traceback_text, project),
+            json.dumps(_normalise(raw, project), indent=1, sort_keys=True) + "\n",
         )
 
 
 def main(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(argv):
+        print("usage: python -m tests.record [CASE_OR_PATTERN_ID...]\n\n" + __doc__.strip())
+        return 0
     wanted = set(argv)
     for case in pattern_cases():
         if wanted and case.id not in wanted and case.pattern_id not in wanted:

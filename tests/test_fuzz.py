@@ -15,7 +15,9 @@ with generated input (hypothesis, and hypothesmith for generated programs).
 4. Every pattern's ``locate``, fed each case's recorded evidence mutated (values zeroed, made
    negative or huge, strings cut, lists truncated or emptied, keys dropped), the failure's
    numbers zeroed or randomised, or no evidence at all, answers a Site or a Decline and never
-   raises (issue 14 §6; the loop also turns any exception into a decline).
+   raises (issue 14 §6; the loop also turns any exception into a decline). The typed parts of
+   the evidence (described locals and globals, the failing module, the limits, the environment)
+   also get values of the wrong JSON type: they parse to None or empty, never to an exception.
 
 Reproducible: examples are derandomized and nothing is stored between runs. The defaults keep
 the file well under a minute on one core; ``REPAIRBOT_FUZZ_EXAMPLES=2000`` runs every property
@@ -47,7 +49,14 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from repairbot import registry
 from repairbot.classify import Classification, classify_log
-from repairbot.evidence import evidence_from_json
+from repairbot.evidence import (
+    DescribedValue,
+    Environment,
+    FailingModule,
+    Scope,
+    TracedLimits,
+    evidence_from_json,
+)
 from repairbot.lint.engine import FixLevel, lint_bytes
 from repairbot.pattern import Pattern, TransformError, span_of
 from repairbot.registry import all_rules
@@ -776,3 +785,80 @@ def test_locate_never_raises_on_zeroed_evidence(case: PatternCase) -> None:
     raw = (original.get("exception") or {}).get("message")
     _locate_mutated(case, data, _DIGITS.sub("0", raw) if isinstance(raw, str) else None)
     _locate_mutated(case, original, _DIGITS.sub("0", raw) if isinstance(raw, str) else None)
+
+
+# Any JSON value: what a harness of another version, or a broken one, could write anywhere.
+any_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=True) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["kind", "shape", "dtype", "device", "requires_grad", "type", "devices", "site", "value",
+                         "length", "element", "input_shape", "num_embeddings", "forced", "what", "last_batches",
+                         "left_loops", "batch_size", "batches", "python", "torch", "cuda_available", "x"]),
+        inner, max_size=6,
+    ),
+    max_leaves=12,
+)
+
+
+@fuzz(300)
+@given(any_json)
+def test_typed_evidence_parts_never_raise(raw: Any) -> None:
+    """Each typed part parses any JSON to its type, fields of the wrong type read as None."""
+    described = DescribedValue.from_json(raw)
+    if described is not None:
+        assert isinstance(described.kind, str)
+        assert described.shape is None or all(type(n) is int for n in described.shape)
+        assert described.requires_grad in (None, True, False)
+        assert described.element is None or isinstance(described.element, DescribedValue)
+    module = FailingModule.from_json(raw)
+    if module is not None:
+        assert module.num_embeddings is None or type(module.num_embeddings) is int
+        assert module.input_shape is None or all(type(n) is int for n in module.input_shape)
+    scope = Scope.from_json(raw if isinstance(raw, dict) else {"locals": raw})
+    assert all(isinstance(v, DescribedValue) for v in (*scope.locals.values(), *scope.globals.values()))
+    limits = TracedLimits.from_json(raw)
+    assert limits.batch_size is None or type(limits.batch_size) is int
+    assert all(isinstance(str(item), str) for item in limits.forced)
+    environment = Environment.from_json(raw)
+    assert environment.cuda_available in (True, False)
+    assert environment.python is None or isinstance(environment.python, str)
+
+
+def retype_json(value: Any, rng: random.Random, rate: float) -> Any:
+    """``value`` with some values (leaves or whole subtrees) swapped for one of another JSON type."""
+    if rng.random() < rate:
+        return rng.choice([None, "", "cuda:0", 0, -1, 2.5, True, [], {}, [1, "a"], {"kind": 3}, {"kind": "tensor"}])
+    if isinstance(value, Mapping):
+        return {key: retype_json(item, rng, rate) for key, item in value.items()}
+    if isinstance(value, list):
+        return [retype_json(item, rng, rate) for item in value]
+    return value
+
+
+def retype_typed_parts(data: Mapping[str, Any], rng: random.Random, rate: float) -> dict[str, Any]:
+    """The record with only its typed parts retyped: what the parser promises to read tolerantly."""
+    out = json.loads(json.dumps(data))
+    for key in ("limits", "environment"):
+        out[key] = retype_json(out.get(key), rng, rate)
+    exception = out.get("exception")
+    if isinstance(exception, dict):
+        exception["failing_module"] = retype_json(exception.get("failing_module"), rng, rate)
+        for frame in exception.get("frames") or ():
+            for kind in ("locals", "globals"):
+                if kind in frame:
+                    frame[kind] = retype_json(frame[kind], rng, rate)
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_locate_never_raises_on_retyped_evidence(case: PatternCase) -> None:
+    original = _case_data(case)
+
+    @fuzz(4, deadline_s=5.0, cap=300)
+    @given(st.randoms(use_true_random=False), st.sampled_from([0.05, 0.3, 1.0]))
+    def check(rng: random.Random, rate: float) -> None:
+        data = retype_typed_parts(original, rng, rate)
+        evidence_from_json(data, root=case.before.resolve())  # the typed parts never make it raise
+        _locate_mutated(case, data, None)
+
+    check()

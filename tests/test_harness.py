@@ -188,10 +188,10 @@ def test_uncaught_exception_evidence(tmp_path: Path) -> None:
     first = evidence.linears[0]
     assert (first.site.line, first.site.col, first.input_shape) == (6, 48, (2, 12))
     scope = evidence.scope(failure.frames[0])
-    assert scope["locals"]["batch"]["shape"] == [2, 3, 4]
-    assert scope["locals"]["net"]["type"] == "Net"
+    assert scope.locals["batch"].shape == (2, 3, 4)
+    assert scope.locals["net"].type == "Net"
     assert sorted(Path(f).name for f in evidence.imported_files) == ["model.py", "train.py"]
-    assert evidence.environment["torch"] and evidence.environment["cuda_available"] is False
+    assert evidence.environment.torch and evidence.environment.cuda_available is False
 
 
 def test_dataloader_worker_error_carries_the_worker_frames(tmp_path: Path) -> None:

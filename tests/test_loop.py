@@ -14,7 +14,7 @@ import pytest
 from repairbot import api
 from repairbot.classify import candidates
 from repairbot.edits import Edit, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, ForcedLimit, TracedLimits
 from repairbot.loop import Located, LoopOptions, RepairLoop, failure_key, run_ended, stop_reason
 from repairbot.pattern import Pattern, signature
 from repairbot.run_config import RunConfig
@@ -88,7 +88,7 @@ def failed(script: Path, exc_type: str, message: str, line: int = 1, progress: t
            forced: bool = False, user: bool = True) -> RunResult:
     failure = Failure(exc_type, message, frames=(Frame(str(script), line, "<module>", f"code of line {line}", user=user),))
     evidence = Evidence(outcome="failed", exit_code=1, failure=failure, progress=progress,
-                        limits={"forced": [{"what": "DataLoader batch_size 64 -> 2"}]} if forced else {})
+                        limits=TracedLimits(forced=(ForcedLimit("DataLoader batch_size 64 -> 2", None),) if forced else ()))
     return RunResult(RunStatus.FAILED, 1, 0.1, failure, evidence, progress=progress)
 
 

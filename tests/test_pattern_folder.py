@@ -25,29 +25,32 @@ PATTERN = '''
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import libcst as cst
 
-from repairbot.codemod import calls_on_line
+from repairbot.analysis import calls_on_line
+from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
-from repairbot.pattern import Pattern, SiteTransformer, signature
+from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Site
 
 from . import probe
 
 
-class PercentToProbability(SiteTransformer):
+@dataclass(frozen=True)
+class PercentToProbability(Rewrite):
     """Divides the literal probability of the one Dropout call at the site by 100."""
 
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if not self.at_site(original_node):
-            return updated_node
-        self.changes += 1
-        value = cst.Float(str(self.site.params["probability"]))
-        return updated_node.with_changes(args=[updated_node.args[0].with_changes(value=value), *updated_node.args[1:]])
+    probability: float
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        value = cst.Float(str(self.probability))
+        return [Edit(call, call.with_changes(args=[call.args[0].with_changes(value=value), *call.args[1:]]))]
 
 
 class DropoutPercent(Pattern):
@@ -76,7 +79,7 @@ class DropoutPercent(Pattern):
     EVIDENCE = frozenset({probe.NAME})
     PROBES = frozenset({probe.NAME})
     BATCH_INVARIANT = True
-    Transformer = PercentToProbability
+    REWRITES = (PercentToProbability,)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -98,7 +101,7 @@ class DropoutPercent(Pattern):
             return self.decline("no single Dropout call at the recorded site")
         probability = percent / 100
         return Site(
-            pattern=self.ID, file=site["file"], span=calls[0].span, params={"probability": probability},
+            pattern=self.ID, file=site["file"], span=calls[0].span, rewrite=PercentToProbability(probability),
             summary=f"Changed the dropout probability {percent} to {probability} (the probe traced p={percent})",
             applicability=self.APPLICABILITY, evidence={"traced_p": percent},
             evidence_text=f"the probe saw nn.Dropout built with p={percent}",

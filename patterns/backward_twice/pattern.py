@@ -8,6 +8,7 @@ import libcst as cst
 
 from repairbot.analysis import (
     Carried,
+    Description,
     Source,
     frame_at,
     last_binding,
@@ -107,7 +108,7 @@ class BackwardTwice(Pattern):
                 return earlier
         tensors = [
             f"`{name}` ({tensor_text(value)})"
-            for name, value in local_tensors(evidence, frame).items() if value.get("requires_grad")
+            for name, value in local_tensors(evidence, frame).items() if value.requires_grad
         ]
         found = f"; tensors requiring grad in that frame: {', '.join(tensors)}" if tensors else ""
         return self.decline(
@@ -132,10 +133,10 @@ class BackwardTwice(Pattern):
                 value = recorded_local(evidence, frame, item.name)
                 if value is not None and tracks_grad(value):
                     tensors.append((item, tensor_text(value)))
-                elif value is None and item.first_read == item.bound_at and not self._accumulates(item):
+                elif (value is None or _graph_tensors(value)) and item.first_read == item.bound_at and not self._accumulates(item):
                     # passed into a call that returns its next value (`out, state = lstm(x, state)`):
-                    # state, even when the trace could not describe it (a tuple of tensors)
-                    threaded.append((item, "a tuple or another value the trace does not describe"))
+                    # state, a tuple of tensors with a graph, or a value the trace could not describe
+                    threaded.append((item, _threaded_text(value)))
             found = tensors or threaded
             if not found:
                 continue
@@ -240,3 +241,14 @@ class BackwardTwice(Pattern):
             if value is not None and tracks_grad(value):
                 shared.append(f"`{name}` ({tensor_text(value)})")
         return ", ".join(shared)
+
+
+def _graph_tensors(value: Description) -> bool:
+    """A traced tuple or list of tensors (an LSTM's ``(h, c)``) that autograd is following."""
+    return value.kind == "tensor-list" and tracks_grad(value.element)
+
+
+def _threaded_text(value: Description | None) -> str:
+    if value is None or value.element is None:
+        return "a tuple or another value the trace does not describe"
+    return f"{value.length} tensors, each {tensor_text(value.element)}"

@@ -186,7 +186,7 @@ class BatchSizeMismatch(Pattern):
 
 
 def _is_float(tensor: Description) -> bool:
-    return str(tensor.get("dtype", "")).startswith(("float", "bfloat", "half", "double"))
+    return (tensor.dtype or "").startswith(("float", "bfloat", "half", "double"))
 
 
 def _reshapes(sources: Sources, files: list[str]) -> list[Reshape]:

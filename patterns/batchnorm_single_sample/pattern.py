@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 
@@ -28,7 +26,7 @@ from repairbot.analysis import (
 )
 from repairbot.codemod import append_keyword, replace_arg_value
 from repairbot.edits import Edit, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, LastBatch
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
@@ -130,8 +128,8 @@ class BatchnormSingleSample(Pattern):
         frame = failure.user_frame
         size = [int(v) for v in re.findall(r"\d+", match["size"])]
         module = evidence.failing_module if evidence else None
-        norm = f"nn.{module.get('type')}({module.get('num_features')})" if module and module.get("type") else "a BatchNorm layer"
-        built = resolve_site(evidence, module.get("site")) if module else None
+        norm = f"nn.{module.type}({module.num_features})" if module and module.type else "a BatchNorm layer"
+        built = resolve_site(evidence, module.site) if module else None
         norm += f" built at {place(built)}" if built else ""
         got = f"{norm} in training mode received {shape_text(size)}: one value per channel"
         if not size or size[0] != 1:
@@ -174,15 +172,15 @@ class BatchnormSingleSample(Pattern):
         drop = loader.keyword("drop_last")
         if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
             return self.decline(f"{got}; {loader.name} already sets drop_last", diagnosis=self.remedy(), at=built_at)
-        seen = int((evidence.limits if evidence else {}).get("batches") or 0)
+        seen = (evidence.limits.batches if evidence else None) or 0
         planned = _last_batch_plan(evidence, built_at)
-        if planned is not None and int(planned.get("dataset") or 0) <= int(planned.get("batch_size") or 0):
+        if planned is not None and (planned.dataset or 0) <= (planned.batch_size or 0):
             # the whole dataset is one partial batch: drop_last would train on nothing, and pass
             return self.decline(
-                f"{got}: {loader.name} holds {planned.get('dataset')} sample(s), fewer than one batch of "
-                f"{planned.get('batch_size')}; drop_last would leave no batch at all",
+                f"{got}: {loader.name} holds {planned.dataset} sample(s), fewer than one batch of "
+                f"{planned.batch_size}; drop_last would leave no batch at all",
                 diagnosis=f"Check the dataset behind {loader.name} (built at {place(built_at)}): it holds "
-                          f"{planned.get('dataset')} sample(s), fewer than one batch.",
+                          f"{planned.dataset} sample(s), fewer than one batch.",
                 at=built_at,
             )
         if planned is None and seen < 2:
@@ -202,7 +200,7 @@ class BatchnormSingleSample(Pattern):
             rewrite=DropLast(),
             summary=f"{'Set' if drop is not None else 'Added'} drop_last=True {'in' if drop is not None else 'to'} {old}: its last batch holds a single sample, which {norm} cannot normalise",
             applicability=self.APPLICABILITY,
-            evidence={"norm": dict(module or {}), "input_size": size, "loader": loader.name,
+            evidence={"norm": module.to_json() if module else {}, "input_size": size, "loader": loader.name,
                       "loader_site": place(built_at), "batch_size": written, "batches_seen": seen},
             evidence_text=(
                 f"the loop at {place(at)} over {loader.name} (batch_size={written}) got a batch of one after "
@@ -221,20 +219,20 @@ class BatchnormSingleSample(Pattern):
                 "inference, or GroupNorm/LayerNorm instead of BatchNorm.")
 
 
-def _last_batch_plan(evidence: Evidence | None, built_at: Frame) -> Mapping[str, Any] | None:
+def _last_batch_plan(evidence: Evidence | None, built_at: Frame) -> LastBatch | None:
     """The harness's record of the real run's last batch for the DataLoader built at ``built_at``
     (its dataset size and own batch size), when the run made one."""
-    plans = (evidence.limits if evidence else {}).get("last_batches") or []
+    plans = evidence.limits.last_batches if evidence else ()
     for plan in plans:
-        site = plan.get("site") if isinstance(plan, Mapping) else None
-        if not isinstance(site, str):
+        site = plan.site
+        if site is None:
             continue
         file, _, line = site.rpartition(":")
         if not line.isdigit() or int(line) != built_at.line:
             continue
         recorded, wanted = Path(file).as_posix(), Path(built_at.file).as_posix()
         if recorded == wanted or recorded.endswith("/" + wanted) or wanted.endswith("/" + recorded):
-            return dict(plan)
+            return plan
     return None
 
 
@@ -277,8 +275,8 @@ def _batch_size_value(batch: cst.BaseExpression, evidence: Evidence | None, fram
         return int(batch.value)
     if isinstance(batch, cst.Name):
         value = recorded_local(evidence, frame, batch.value)
-        if value is not None and value.get("kind") == "number" and isinstance(value.get("value"), int):
-            return int(value["value"])
+        if value is not None and value.kind == "number" and isinstance(value.value, int):
+            return value.value
     return None
 
 

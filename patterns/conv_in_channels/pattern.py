@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 
@@ -136,11 +135,11 @@ class ConvInChannels(Pattern):
 
     def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
         module = evidence.failing_module if evidence else None
-        shape = module.get("input_shape") if module else None
-        if not isinstance(shape, list) or not shape or evidence is None:
+        shape = module.input_shape if module else None
+        if not shape or evidence is None:
             return True
         # The batch still in front: the channels flowed through unchanged and cannot depend on it.
-        return bool(shape[0] != int(evidence.limits.get("batch_size", -1)))
+        return bool(shape[0] != evidence.limits.batch_size)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -148,19 +147,19 @@ class ConvInChannels(Pattern):
         frame = failure.user_frame
         groups = match.groupdict()
         expected, got = int(groups["expected"]), int(groups["got"])
-        module: Mapping[str, Any] | None = evidence.failing_module if evidence else None
-        if not module or not str(module.get("type", "")).startswith(("Conv", "LazyConv")):
+        module = evidence.failing_module if evidence else None
+        if not module or not (module.type or "").startswith(("Conv", "LazyConv")):
             return self.decline(
                 f"a convolution expected {expected} input channels and got {got}, but no nn.Conv module "
                 "of the run failed (a functional conv on a hand-made weight)",
                 diagnosis=_remedy(expected, got), at=frame,
             )
-        kind = str(module["type"])
-        in_channels = module.get("in_channels")
-        shape = module.get("input_shape") if isinstance(module.get("input_shape"), list) else _ints(groups.get("input"))
-        site = resolve_site(evidence, module.get("site"))
+        kind = str(module.type)
+        in_channels = module.in_channels
+        shape = list(module.input_shape) if module.input_shape is not None else _ints(groups.get("input"))
+        site = resolve_site(evidence, module.site)
         built = f" built at {place(site)}" if site else ""
-        layer = f"nn.{kind}({in_channels}, {module.get('out_channels')}){built}"
+        layer = f"nn.{kind}({in_channels}, {module.out_channels}){built}"
         rank = {"Conv1d": 3, "Conv2d": 4, "Conv3d": 5}.get(kind.replace("Lazy", ""), 4)
         if groups.get("kind") == "transposed" or (groups.get("groups") and int(groups["groups"]) != 1):
             return self.decline(f"{layer} is a grouped or transposed convolution; its channel rule differs",
@@ -227,7 +226,7 @@ class ConvInChannels(Pattern):
             summary=f"Changed {old} to {new} to match the traced input ({shape_text(shape)})",
             applicability=self.APPLICABILITY,
             evidence={
-                "conv": {**dict(module), "site": place(site)},
+                "conv": {**module.to_json(), "site": place(site)},
                 "traced_input_shape": list(shape),
                 "in_channels": {"was": in_channels, "now": channels},
                 "input_is_data": data is not None,

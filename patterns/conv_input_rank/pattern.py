@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import libcst as cst
 
 from repairbot.analysis import Source, place, resolve_site, shape_text, source
 from repairbot.edits import Edit, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, FailingModule
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
@@ -145,16 +144,16 @@ class ConvInputRank(Pattern):
         frame = failure.user_frame
         groups = match.groupdict()
         module = evidence.failing_module if evidence else None
-        conv: Mapping[str, Any] | None = module if module and str(module.get("type", "")).startswith(("Conv", "LazyConv")) else None
-        shape = list(conv["input_shape"]) if conv and isinstance(conv.get("input_shape"), list) else _ints(groups.get("shape"))
+        conv: FailingModule | None = module if module and (module.type or "").startswith(("Conv", "LazyConv")) else None
+        shape = list(conv.input_shape) if conv and conv.input_shape is not None else _ints(groups.get("shape"))
         batched = int(groups["batched"]) if groups.get("batched") else None
         spatial = int(groups["spatial"]) if groups.get("spatial") else (batched - 2 if batched else 2)
         weight = _ints(groups.get("weight"))
-        channels = conv.get("in_channels") if conv else (weight[1] if len(weight) >= 2 else None)
+        channels = conv.in_channels if conv else (weight[1] if len(weight) >= 2 else None)
         channels = channels if isinstance(channels, int) else None
-        kind = str(conv.get("type")) if conv else f"Conv{spatial}d"
-        site = resolve_site(evidence, conv.get("site")) if conv else None
-        layer = f"nn.{kind}({channels}, {conv.get('out_channels')})" if conv and channels is not None else f"the {kind}"
+        kind = str(conv.type) if conv else f"Conv{spatial}d"
+        site = resolve_site(evidence, conv.site) if conv else None
+        layer = f"nn.{kind}({channels}, {conv.out_channels})" if conv and channels is not None else f"the {kind}"
         built = f" built at {place(site)}" if site else ""
         expected = f"[N, C{', L' if spatial == 1 else ', H, W' if spatial == 2 else ', D, H, W'}]"
         reshape = restoring_reshape(shape, channels, spatial)

@@ -265,7 +265,7 @@ def _evaluation_without_no_grad(
             return None
     if grad_off_around(src, frame.line) is not None:
         return None
-    graphs = [name for name, value in local_tensors(evidence, frame).items() if value.get("requires_grad")]
+    graphs = [name for name, value in local_tensors(evidence, frame).items() if value.requires_grad]
     if not graphs:
         return None
     loops = [n for n in src.around(frame.line, cst.For, cst.While) if span.contains_line(src.line(n))]

@@ -295,8 +295,8 @@ class CudaUnavailable(Pattern):
             applicability = Applicability.UNSAFE
             summary += f"; added `{plan.device_line}` at {report_path(view.path)}:{plan.anchor_line}"
             notes.append("The script had no device variable: the one added picks the GPU whenever there is one.")
-        environment = evidence.environment if evidence else {}
-        cuda = "not available" if not environment.get("cuda_available") else "available"
+        cuda_available = evidence.environment.cuda_available if evidence else False
+        cuda = "not available" if not cuda_available else "available"
         return Site(
             pattern=self.ID,
             file=str(view.path),
@@ -306,7 +306,7 @@ class CudaUnavailable(Pattern):
             applicability=applicability,
             evidence={
                 "message": failure.headline,
-                "cuda_available": bool(environment.get("cuda_available")),
+                "cuda_available": cuda_available,
                 "failing": failing_at,
                 "reached": {"site": f"{place_in(view.path, linked.site.span.line)}", "how": linked.how},
                 "sites": [

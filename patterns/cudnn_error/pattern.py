@@ -125,19 +125,20 @@ class CudnnError(Pattern):
         frame = failure.user_frame
         module = evidence.failing_module if evidence else None
         inside = ""
-        if module and module.get("type"):
-            site = resolve_site(evidence, module.get("site"))
+        if module and module.type:
+            site = resolve_site(evidence, module.site)
             sizes = ", ".join(
-                str(module[k]) for k in ("in_channels", "out_channels", "input_size", "hidden_size") if k in module
+                str(size) for size in (module.in_channels, module.out_channels, module.input_size, module.hidden_size)
+                if size is not None
             )
             built = f" built at {place(site)}" if site else ""
             given = (
-                f" on input {shape_text(module['input_shape'])} {module.get('input_dtype', '')}".rstrip()
-                if isinstance(module.get("input_shape"), list) else ""
+                f" on input {shape_text(module.input_shape)} {module.input_dtype or ''}".rstrip()
+                if module.input_shape is not None else ""
             )
-            inside = f" in the forward of {module['type']}({sizes}){built}{given}"
-        environment = evidence.environment if evidence else {}
-        versions = f" (torch {environment['torch']})" if environment.get("torch") else ""
+            inside = f" in the forward of {module.type}({sizes}){built}{given}"
+        torch = evidence.environment.torch if evidence else None
+        versions = f" (torch {torch})" if torch else ""
         where = f" at {place(frame)}" if frame else ""
         return self.decline(
             f"{name}{inside}{where}{versions}: {meaning}",

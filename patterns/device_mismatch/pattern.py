@@ -33,7 +33,7 @@ from repairbot.analysis import (
 )
 from repairbot.codemod import append_keyword, quote_of
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.pattern import Pattern, signature, span_of
 from repairbot.provenance import bound_at, own_nodes, parameter_names
 from repairbot.sources import Sources, report_path
@@ -291,7 +291,7 @@ class _Operand:
     name: str
     kind: str  # "tensor" or "module"
     devices: tuple[str, ...]
-    info: Mapping[str, Any]
+    info: DescribedValue
     parameter: bool  # a parameter of the frame's function: its value came from the caller
 
     @property
@@ -303,9 +303,9 @@ class _Operand:
 
     def describe(self) -> str:
         if self.kind == "module":
-            return f"{self.name} ({self.info.get('type', 'module')})"
-        shape = "x".join(str(s) for s in self.info.get("shape") or ())
-        return f"{self.name} ({shape} {self.info.get('dtype', '')})".replace(" )", ")")
+            return f"{self.name} ({self.info.type or 'module'})"
+        shape = "x".join(str(s) for s in self.info.shape or ())
+        return f"{self.name} ({shape} {self.info.dtype or ''})".replace(" )", ")")
 
 
 @dataclass
@@ -320,7 +320,7 @@ class _View:
     expression: cst.CSTNode
     statement: cst.CSTNode
     function: cst.FunctionDef | None
-    scope: Mapping[str, Mapping[str, Any]]
+    scope: Scope
     operands: list[_Operand] = field(default_factory=list)
     unrecorded: list[str] = field(default_factory=list)  # operands the run could not describe
 
@@ -331,9 +331,8 @@ class _View:
     def code(self, node: cst.CSTNode) -> str:
         return self.wrapper.module.code_for_node(node).strip()
 
-    def described(self, name: str) -> Mapping[str, Any] | None:
-        found = self.scope.get("locals", {}).get(name)
-        return found if found is not None else self.scope.get("globals", {}).get(name)
+    def described(self, name: str) -> DescribedValue | None:
+        return self.scope.get(name)
 
 
 def _parameter_names(function: cst.FunctionDef | None) -> set[str]:
@@ -462,12 +461,12 @@ class _Locator:
         params = _parameter_names(view.function)
         for name in visitor.names:
             info = view.described(name)
-            if info is None or info.get("kind") not in ("tensor", "module"):
+            if info is None or not (info.is_tensor or info.is_module):
                 continue
-            devices = (info.get("device"),) if info.get("kind") == "tensor" else tuple(info.get("devices") or ())
+            devices = (info.device,) if info.is_tensor else info.devices
             if not all(isinstance(d, str) for d in devices) or not devices:
                 continue  # a module without parameters is on no device
-            view.operands.append(_Operand(name, str(info["kind"]), tuple(map(str, devices)), info, name in params))
+            view.operands.append(_Operand(name, info.kind, tuple(map(str, devices)), info, name in params))
         described = {o.name for o in view.operands}
         callees = {id(c.func) for c in visitor.calls}
         imports = ImportTable(view.wrapper.module)
@@ -475,8 +474,8 @@ class _Locator:
             base = attribute.value
             if id(attribute) in callees or not isinstance(base, cst.Name) or base.value not in described:
                 continue
-            info = view.described(base.value) or {}
-            if info.get("kind") == "module":  # self.scale: an attribute the run did not describe
+            info = view.described(base.value)
+            if info is not None and info.is_module:  # self.scale: an attribute the run did not describe
                 view.unrecorded.append(view.code(attribute))
         for call in visitor.calls:
             if call is view.expression:
@@ -586,8 +585,8 @@ class _Locator:
         """Of the names a loop or a statement binds, the tensors the run saw on the wrong device."""
         movable = []
         for name in candidates:
-            info = view.described(name) or {}
-            if info.get("kind") == "tensor" and same_device(str(info.get("device")), self.behind):
+            info = view.described(name)
+            if info is not None and info.is_tensor and same_device(str(info.device), self.behind):
                 movable.append(name)
         return movable
 
@@ -722,8 +721,8 @@ class _Locator:
     def _input_device(self, view: _View) -> _Device | None:
         """``x.device`` for a tensor parameter of the function that is already on the target."""
         for name in sorted(_parameter_names(view.function), key=lambda n: _param_order(view.function, n)):
-            info = view.described(name) or {}
-            if info.get("kind") == "tensor" and same_device(str(info.get("device")), self.target):
+            info = view.described(name)
+            if info is not None and info.is_tensor and same_device(str(info.device), self.target):
                 return _Device(code=f"{name}.device", name=name, info=info, introduced=None)
         return None
 
@@ -762,7 +761,7 @@ class _Locator:
 
     def _construction(self, view: _View, module: _Operand) -> tuple[_View, cst.Assign, cst.SimpleStatementLine] | Decline:
         """The assignment at the module's traced construction site, in its file's own view."""
-        where = re.fullmatch(r"(.+):(\d+)", str(module.info.get("site") or ""))
+        where = re.fullmatch(r"(.+):(\d+)", module.info.site or "")
         path = self._project_file(where.group(1)) if where else None
         if where is None or path is None:
             return self.decline(
@@ -829,12 +828,12 @@ class _Locator:
         )
 
     # devices ----------------------------------------------------------------------------
-    def _scope_at(self, path: Path, wrapper: MetadataWrapper, node: cst.CSTNode) -> Mapping[str, Mapping[str, Any]]:
+    def _scope_at(self, path: Path, wrapper: MetadataWrapper, node: cst.CSTNode) -> Scope:
         """The traced scope of the frame running the function around ``node`` (else the module's globals)."""
         parents = wrapper.resolve(ParentNodeProvider)
         positions = wrapper.resolve(PositionProvider)
         function = enclosing(parents, node, cst.FunctionDef, stop=(cst.ClassDef,))
-        globals_only: Mapping[str, Mapping[str, Any]] = {}
+        globals_only: Scope | None = None
         for frame in self.failure.frames:
             if not frame.user or Path(frame.file).resolve() != path.resolve():
                 continue
@@ -847,25 +846,25 @@ class _Locator:
                     where.start.line <= frame.line <= where.end.line
                 ):
                     return scope
-            globals_only = globals_only or {"locals": {}, "globals": scope.get("globals", {})}
-        return globals_only
+            globals_only = globals_only or Scope(globals=scope.globals)
+        return globals_only or Scope()
 
     def _device_for(self, view: _View, anchor: cst.CSTNode) -> _Device | Decline:
         """The script's device variable visible at ``anchor``, or a device line to introduce."""
         scopes = view.wrapper.resolve(ScopeProvider)
         here = scopes.get(anchor)
         anchor_line = view.positions[anchor].line
-        usable: list[tuple[str, Mapping[str, Any]]] = []
-        other: list[tuple[str, Mapping[str, Any]]] = []
-        for kind in ("locals", "globals"):
-            for name, info in view.scope.get(kind, {}).items():
-                if info.get("kind") not in ("device", "device-string") or any(name == n for n, _ in usable + other):
+        usable: list[tuple[str, DescribedValue]] = []
+        other: list[tuple[str, DescribedValue]] = []
+        for names in (view.scope.locals, view.scope.globals):
+            for name, info in names.items():
+                if not info.is_device or any(name == n for n, _ in usable + other):
                     continue
-                if info.get("kind") == "device-string" and "dev" not in name.lower():
+                if info.kind == "device-string" and "dev" not in name.lower():
                     continue  # a "cpu" string in a variable not named like a device is a coincidence
                 if here is None or not bound_at(here, name, anchor_line, view.positions):
                     continue
-                (usable if same_device(str(info.get("value")), self.target) else other).append((name, info))
+                (usable if same_device(str(info.value), self.target) else other).append((name, info))
         if usable:
             usable.sort(key=lambda item: (DEVICE_NAMES.index(item[0]) if item[0] in DEVICE_NAMES else len(DEVICE_NAMES), item[0]))
             name, info = usable[0]
@@ -873,7 +872,7 @@ class _Locator:
         if other:
             name, info = other[0]
             return self.decline(
-                f"the script's device variable `{name}` is {info.get('value')}, yet the rest of the computation is on "
+                f"the script's device variable `{name}` is {info.value}, yet the rest of the computation is on "
                 f"{self.target}: something was moved there by hand",
                 diagnosis=f"use `{name}` wherever a tensor or the model is moved", at=view.frame,
             )
@@ -957,20 +956,20 @@ class _Locator:
             "message_argument": groups.get("argument"),
             "kernel": groups.get("kernel"),
             "at": view.location,
-            "stayed_behind": [{"name": o.name, "kind": o.kind, "devices": list(o.devices), **_brief(o.info)} for o in found.stayed],
-            "on_target": [{"name": o.name, "kind": o.kind, "devices": list(o.devices), **_brief(o.info)} for o in found.ahead],
+            "stayed_behind": [{"name": o.name, "kind": o.kind, "devices": list(o.devices), **o.info.quoted(*_BRIEF)} for o in found.stayed],
+            "on_target": [{"name": o.name, "kind": o.kind, "devices": list(o.devices), **o.info.quoted(*_BRIEF)} for o in found.ahead],
             "device_variable": (
-                {"name": device.name, **dict(device.info)} if device.info is not None and device.introduced is None
+                {"name": device.name, **device.info.to_json()} if device.info is not None and device.introduced is None
                 else {"name": device.name, "introduced": True} if device.introduced is not None else None
             ),
         }
         traced = "; ".join(f"{o.describe()} on {o.device}" for o in [*found.stayed, *found.ahead])
         if device.introduced is not None:
             chosen = f"no device variable in scope, so `{_NEW_DEVICE_NAME}` is introduced"
-        elif device.info is not None and device.info.get("kind") == "tensor":
+        elif device.info is not None and device.info.is_tensor:
             chosen = f"`{device.code}`, the device of a tensor already on {self.target}"
         elif device.info is not None:
-            chosen = f"the script's device variable `{device.name}` (= {device.info.get('value')})"
+            chosen = f"the script's device variable `{device.name}` (= {device.info.value})"
         else:
             chosen = f"the existing move's `{device.code}`"
         return Site(
@@ -993,7 +992,7 @@ class _Device:
 
     code: str  # `device`, `x.device`
     name: str | None
-    info: Mapping[str, Any] | None  # the traced value behind it
+    info: DescribedValue | None  # the traced value behind it
     introduced: tuple[str, Span] | None  # (the device line, the statement it goes before)
 
     @property
@@ -1075,5 +1074,4 @@ def _and(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _brief(info: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: info[k] for k in ("type", "shape", "dtype", "site") if k in info}
+_BRIEF = ("type", "shape", "dtype", "site")  # what a report quotes of a traced operand

@@ -288,12 +288,12 @@ class DtypeMismatch(Pattern):
                 diagnosis="convert the data with .float() where it is made from numpy (torch.from_numpy(...).float())",
                 at=frame,
             )
-        module = evidence.failing_module or {}
+        module = evidence.failing_module
         # a layer with parameters (a loss has none) given a float32 input: its parameters are the float64 side
         tracer = _Tracer(self, failure, evidence, sources, message)
-        if module.get("input_dtype") == _FLOAT32 and module.get("devices") and _in_torch_layer(failure):
+        if module and module.input_dtype == _FLOAT32 and module.devices and _in_torch_layer(failure):
             return tracer.model_side(
-                f"the failing {module.get('type', 'layer')} received a float32 input, so its own parameters are float64"
+                f"the failing {module.type or 'layer'} received a float32 input, so its own parameters are float64"
             )
         return tracer.locate()
 
@@ -454,9 +454,10 @@ class _Tracer:
         ``.type`` with a float64 dtype) in the statement that builds it, or on the name that
         statement binds, later in the same scope."""
         described = [view.described(n) for n in dict.fromkeys(reads(view.expression))]
-        sites = {str(d["site"]) for d in described if d and d.get("kind") == "module" and d.get("site")}
-        if not sites and (self.evidence.failing_module or {}).get("site"):
-            sites = {str((self.evidence.failing_module or {})["site"])}
+        sites = {d.site for d in described if d and d.is_module and d.site}
+        module = self.evidence.failing_module
+        if not sites and module is not None and module.site:
+            sites = {module.site}
         where = resolve_site(self.evidence, sites.pop()) if len(sites) == 1 else None
         file = self.walk.file(where.file) if where is not None else None
         if where is None or file is None:
@@ -486,9 +487,9 @@ class _Tracer:
             view = self.walk.view(index)
             if not isinstance(view, TracedFrame):
                 continue
-            for kind in ("locals", "globals"):
-                for name, described in view.scope.get(kind, {}).items():
-                    if described.get("kind") == "tensor" and described.get("dtype") == dtype:
+            for names in (view.scope.locals, view.scope.globals):
+                for name, described in names.items():
+                    if described.is_tensor and described.dtype == dtype:
                         found.setdefault(name)
         return list(found)
 
@@ -567,7 +568,7 @@ class _Tracer:
         loss = view.file.src.backward_target(expression) if backward and isinstance(expression, cst.Call) else None
         if backward and loss is None and isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
             # `scaler.scale(loss).backward()`, `(loss / steps).backward()`: the one tensor it reads
-            tensors = [n for n in dict.fromkeys(reads(expression.func.value)) if (view.described(n) or {}).get("kind") == "tensor"]
+            tensors = [n for n in dict.fromkeys(reads(expression.func.value)) if (d := view.described(n)) is not None and d.is_tensor]
             if len(tensors) != 1:
                 return self.decline(
                     f"which loss {place(view.frame)} calls backward() on is not certain",
@@ -591,11 +592,11 @@ class _Tracer:
         floats: list[str] = []
         for name in dict.fromkeys(reads(expression)):
             described = view.described(name)
-            if described is None or described.get("kind") != "tensor":
+            if described is None or not described.is_tensor:
                 continue
-            if described.get("dtype") == _FLOAT64:
+            if described.dtype == _FLOAT64:
                 names.append(name)
-            elif described.get("dtype") == _FLOAT32:
+            elif described.dtype == _FLOAT32:
                 floats.append(name)
         return expression, ctx, names, floats
 
@@ -619,12 +620,12 @@ class _Tracer:
         span = file.src.positions[call]
         code = file.code(call)
         where = f"{place_in(file.path, span.line)}"
-        described = view.described(name) or {}
-        shape = described.get("shape")
-        shape_words = f"{shape_text(shape)} " if isinstance(shape, list) else ""
+        described = view.described(name)
+        shape = list(described.shape) if described and described.shape is not None else None
+        shape_words = f"{shape_text(shape)} " if shape is not None else ""
         operation = self._operation()
         seen = f"`{name}` ({shape_words}float64) at {place(view.frame)}"
-        has_parameters = bool((self.evidence.failing_module or {}).get("devices"))
+        has_parameters = bool(self.evidence.failing_module and self.evidence.failing_module.devices)
         against = "float32 parameters" if operation.startswith("nn.") and has_parameters else "float32 operands"
         notes: tuple[str, ...] = ()
         if others:
@@ -637,7 +638,7 @@ class _Tracer:
             evidence={
                 "message_dtypes": list(self.message.dtypes),
                 "float64_operand": {"name": name, "at": place(view.frame), "shape": shape, "dtype": _FLOAT64},
-                "failing_module": (self.evidence.failing_module or {}).get("type"),
+                "failing_module": self.evidence.failing_module.type if self.evidence.failing_module else None,
                 "origin": {"at": where, "call": code},
                 "trail": trail,
             },
@@ -663,9 +664,9 @@ class _Tracer:
         )
 
     def _operation(self) -> str:
-        module = self.evidence.failing_module or {}
-        if module.get("type") and _in_torch_layer(self.failure):
-            return f"nn.{module['type']}"
+        module = self.evidence.failing_module
+        if module and module.type and _in_torch_layer(self.failure):
+            return f"nn.{module.type}"
         frame = self.failure.user_frame
         if frame is not None and frame.code and ".backward(" in frame.code:
             return "the loss's backward()"

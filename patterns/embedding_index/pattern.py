@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 
@@ -18,7 +16,7 @@ from repairbot.analysis import (
     shape_text,
     source,
 )
-from repairbot.evidence import Evidence, LinearTrace
+from repairbot.evidence import DescribedValue, Evidence, LinearTrace
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame
@@ -115,7 +113,7 @@ class EmbeddingIndex(Pattern):
     def _lookup(self, match: re.Match[str], evidence: Evidence | None, frame: Frame | None) -> Decline:
         module = evidence.failing_module if evidence else None
         groups = match.groupdict()
-        if not module or module.get("type") not in _EMBEDDINGS or not isinstance(module.get("num_embeddings"), int):
+        if not module or module.type not in _EMBEDDINGS or module.num_embeddings is None:
             told = (
                 f" (index {groups['index']}, table of {groups['rows']} rows)" if groups.get("index") else ""
             )
@@ -125,13 +123,13 @@ class EmbeddingIndex(Pattern):
                 diagnosis=self.REMEDY,
                 at=frame,
             )
-        size = int(module["num_embeddings"])
-        dim = module.get("embedding_dim", "...")
-        kind = module.get("type", "Embedding")
-        site = resolve_site(evidence, module.get("site"))
+        size = module.num_embeddings
+        dim = module.embedding_dim if module.embedding_dim is not None else "..."
+        kind = module.type
+        site = resolve_site(evidence, module.site)
         built = f" built at {place(site)}" if site else ""
-        low, high = module.get("input_min"), module.get("input_max")
-        received = f" (input {shape_text(module.get('input_shape'))} {module.get('input_dtype', '')}".rstrip()
+        low, high = module.input_min, module.input_max
+        received = f" (input {shape_text(module.input_shape)} {module.input_dtype or ''}".rstrip()
         received += f", indices {low}..{high})" if low is not None and high is not None else ")"
         table = f"nn.{kind}({size}, {dim}){built}"
         at = site or frame
@@ -214,8 +212,8 @@ def _scores(evidence: Evidence | None, sources: Sources, frame: Frame | None) ->
     """The scores the loss received: the failing loss module's input, else the first tensor
     argument of the call on the failing line (``F.cross_entropy(logits, y)``)."""
     module = evidence.failing_module if evidence else None
-    if module and isinstance(module.get("input_shape"), list):
-        return {"kind": "tensor", "shape": module["input_shape"], "dtype": module.get("input_dtype")}
+    if module and module.input_shape is not None:
+        return DescribedValue(kind="tensor", shape=module.input_shape, dtype=module.input_dtype)
     if frame is None:
         return None
     src = source(sources, frame.file)
@@ -226,15 +224,15 @@ def _scores(evidence: Evidence | None, sources: Sources, frame: Frame | None) ->
             continue
         for arg in node.args:
             value = recorded_local(evidence, frame, arg.value.value) if isinstance(arg.value, cst.Name) else None
-            if value is None or value.get("kind") != "tensor":
+            if value is None or not value.is_tensor:
                 continue
             shape = shape_of(value)
-            if shape and len(shape) >= 2 and str(value.get("dtype", "")).startswith(("float", "bfloat")):
+            if shape and len(shape) >= 2 and (value.dtype or "").startswith(("float", "bfloat")):
                 return value
     return None
 
 
-def _classes(scores: Mapping[str, Any] | None) -> int | None:
+def _classes(scores: Description | None) -> int | None:
     shape = shape_of(scores) if scores else None
     if not shape:
         return None

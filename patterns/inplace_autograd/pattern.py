@@ -21,10 +21,10 @@ from repairbot.analysis import (
     grad_off_in,
     is_torch_name,
     keyword_arg,
-    numel,
     one_line,
     place_in,
     positional_args,
+    shape_numel,
     spans,
 )
 from repairbot.codemod import remove_arg
@@ -345,7 +345,7 @@ def _view_culprits(ops: Sequence[Mapping[str, Any]], modified: Modified) -> list
             continue
         if (
             _is_view_node(op.get("producer")) and op.get("version") == modified.expected
-            and numel(op) == numel({"shape": list(modified.shape)}) and (dtype is None or not op.get("dtype") or op["dtype"] == dtype)
+            and shape_numel(shape) == shape_numel(modified.shape) and (dtype is None or not op.get("dtype") or op["dtype"] == dtype)
         ):
             found.append(op)
     return found

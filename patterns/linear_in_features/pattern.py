@@ -140,7 +140,7 @@ class LinearInFeatures(Pattern):
         linear = evidence.linear if evidence else None
         if linear is None or not linear.input_shape or len(linear.input_shape) < 2:
             return True
-        return linear.input_shape[0] != int(evidence.limits.get("batch_size", -1)) if evidence else True
+        return linear.input_shape[0] != evidence.limits.batch_size if evidence else True
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -408,9 +408,9 @@ def _batch_sizes(failure: Failure, evidence: Evidence | None) -> set[int]:
     sizes: set[int] = set()
     if evidence is None:
         return sizes
-    if evidence.limits.get("forced"):
-        size = evidence.limits.get("batch_size")
-        if isinstance(size, int) and size > 0:
+    if evidence.limits.forced:
+        size = evidence.limits.batch_size
+        if size is not None and size > 0:
             sizes.add(size)
     user = [frame for frame in failure.frames if frame.user]
     for frame in user[:-1]:

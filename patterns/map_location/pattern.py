@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from repairbot.analysis import (
 )
 from repairbot.codemod import append_keyword, string_literal
 from repairbot.edits import Edit, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import DescribedValue, Environment, Evidence, Scope
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.torch_semantics import CHECKPOINT_LOADERS
@@ -109,16 +108,17 @@ class MapLocation(Pattern):
         if any(arg.star == "**" for arg in node.args):
             return self.decline("the call forwards **kwargs, which may already carry map_location")
 
-        scope = evidence.scope(frame) if evidence else {}
-        environment = evidence.environment if evidence else {}
-        device_name = _device_variable(scope, bool(environment.get("cuda_available")))
+        scope = evidence.scope(frame) if evidence else Scope()
+        environment = evidence.environment if evidence else Environment()
+        device_name = _device_variable(scope, environment.cuda_available)
         value = device_name or string_literal(module, "cpu")
         loader = module.code_for_node(node.func)
         saved_on = f"CUDA device {match['index']}" if "index" in match.groupdict() and match["index"] else "CUDA"
-        cuda = "available" if environment.get("cuda_available") else "not available"
+        cuda = "available" if environment.cuda_available else "not available"
         if device_name:
-            runtime = _scope_value(scope, device_name) or {}
-            chosen = f"the script's device variable `{device_name}` (= {runtime.get('value', '?')} at that line)"
+            runtime = scope.get(device_name)
+            shown = runtime.value if runtime is not None and runtime.value is not None else "?"
+            chosen = f"the script's device variable `{device_name}` (= {shown} at that line)"
         else:
             chosen = "no device variable in scope at that line, so the CPU"
         return Site(
@@ -130,9 +130,9 @@ class MapLocation(Pattern):
             applicability=self.APPLICABILITY,
             evidence={
                 "checkpoint_device": saved_on,
-                "cuda_available": bool(environment.get("cuda_available")),
+                "cuda_available": environment.cuda_available,
                 "device_variable": (
-                    {"name": device_name, **dict(_scope_value(scope, device_name) or {})} if device_name else None
+                    {"name": device_name, **_recorded(scope.get(device_name))} if device_name else None
                 ),
             },
             evidence_text=f"the checkpoint holds tensors saved on {saved_on}; CUDA is {cuda} here; map_location uses {chosen}",
@@ -156,24 +156,24 @@ def _loader_call(wrapper: Any, imports: ImportTable, frame: Frame) -> tuple[cst.
     return None
 
 
-def _scope_value(scope: Mapping[str, Mapping[str, Any]], name: str) -> Mapping[str, Any] | None:
-    return scope.get("locals", {}).get(name) or scope.get("globals", {}).get(name)
+def _recorded(value: DescribedValue | None) -> dict[str, Any]:
+    return value.to_json() if value is not None else {}
 
 
-def _device_variable(scope: Mapping[str, Mapping[str, Any]], cuda_available: bool) -> str | None:
+def _device_variable(scope: Scope, cuda_available: bool) -> str | None:
     """A device variable the traced frame could see, usable on this machine.
 
     A variable holding ``cuda`` on a machine without CUDA is the problem, not the fix.
     """
     usable: list[str] = []
-    for kind in ("locals", "globals"):
-        for name, value in scope.get(kind, {}).items():
-            if value.get("kind") not in ("device", "device-string"):
+    for names in (scope.locals, scope.globals):
+        for name, value in names.items():
+            if not value.is_device:
                 continue
-            device = str(value.get("value", ""))
+            device = str(value.value if value.value is not None else "")
             if device.startswith("meta") or (device.startswith("cuda") and not cuda_available):
                 continue
-            if value.get("kind") == "device-string" and "dev" not in name.lower():
+            if value.kind == "device-string" and "dev" not in name.lower():
                 continue  # a string "cpu" in a variable not named like a device is a coincidence
             usable.append(name)
     preferred = [n for n in DEVICE_NAMES if n in usable]

@@ -159,7 +159,7 @@ def _trace_back(src: Source, loss: str, frame: Frame, evidence: Evidence | None)
             continue
         seen.add(name)
         recorded = recorded_local(evidence, frame, name) if depth else None
-        if recorded is not None and (recorded.get("kind") != "tensor" or recorded.get("requires_grad")):
+        if recorded is not None and (not recorded.is_tensor or recorded.requires_grad):
             continue  # a module, a number, or a tensor that does have a graph
         binding = last_binding(src, name, before)
         if binding is None or binding.value is None:
@@ -207,8 +207,8 @@ def _with_numbers(src: Source, cut: Cut) -> Cut:
 def _module_names(evidence: Evidence | None, frame: Frame) -> set[str]:
     scope = scope_of(evidence, frame)
     names = {"self"}
-    for kind in ("locals", "globals"):
-        names |= {n for n, v in scope.get(kind, {}).items() if v.get("kind") == "module"}
+    for described in (scope.locals, scope.globals):
+        names |= {n for n, v in described.items() if v.is_module}
     return names
 
 

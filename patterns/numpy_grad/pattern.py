@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,12 +14,10 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider
 from repairbot.analysis import call_at, calls_on_line, one_line, place, spans, tensor_text
 from repairbot.codemod import method_call
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
-
-Scope = Mapping[str, Mapping[str, Any]]
 
 # Methods between a tensor and ``.numpy()`` that already do part of the job.
 _DETACHING = ("detach",)
@@ -151,7 +149,7 @@ class NumpyGrad(Pattern):
         wrapper = sources.metadata(path)
         module = wrapper.module
         where = place(frame)
-        scope: Scope = evidence.scope(frame) if evidence else {}
+        scope = evidence.scope(frame) if evidence else Scope()
         call = _failing_call(wrapper, frame)
         if isinstance(call, str):
             return self.decline(call, at=frame)
@@ -186,7 +184,7 @@ class NumpyGrad(Pattern):
                 "at": where,
                 "conversion": "explicit" if first.mode == "explicit" else "implicit",
                 "edits": [
-                    {"tensor": e.code, "added": e.added, "traced": dict(e.traced) if e.traced else None}
+                    {"tensor": e.code, "added": e.added, "traced": e.traced.to_json() if e.traced else None}
                     for e in edits
                 ],
             },
@@ -226,7 +224,7 @@ class NumpyGrad(Pattern):
                 continue
             name = _tensor_root(arg.value)
             traced = _traced_tensor(scope, name)
-            if traced is None or not problem.fails(traced):
+            if traced is None or not problem.fails(traced.value):
                 continue
             converted = _with_links(arg.value, detach=True, cpu=True)
             if array_protocol:
@@ -266,11 +264,25 @@ class _Problem:
     grad: bool  # "Can't call numpy() on Tensor that requires grad"
     device: str | None  # "cuda:0" of "can't convert cuda:0 device type tensor"
 
-    def fails(self, traced: Mapping[str, Any]) -> bool:
+    def fails(self, traced: DescribedValue) -> bool:
         """Whether a traced tensor would raise this failure's error in numpy()."""
         if self.grad:
-            return bool(traced.get("requires_grad"))
-        return str(traced.get("device", "cpu")) != "cpu"
+            return bool(traced.requires_grad)
+        return (traced.device or "cpu") != "cpu"
+
+
+@dataclass(frozen=True)
+class _Traced:
+    """A traced tensor an edit is backed by: a local, or the last element of a list of them."""
+
+    name: str
+    value: DescribedValue
+    list_length: int | None = None
+    in_list: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        listed = {"list_length": self.list_length} if self.in_list else {}
+        return {"name": self.name, **self.value.to_json(), **listed}
 
 
 @dataclass(frozen=True)
@@ -281,7 +293,7 @@ class _Edit:
     detach: bool
     cpu: bool
     numpy: bool = False  # implicit: also add .numpy() (the callee converts through __array__)
-    traced: Mapping[str, Any] | None = None
+    traced: _Traced | None = None
     before: str = ""  # the edited expression, before and after, for the report
     after: str = ""
 
@@ -306,10 +318,10 @@ def _plan_numpy_call(
     detached = any(link in _DETACHING or link == "data" for link in links)
     on_host = any(link in _TO_HOST for link in links)
     traced = _traced_tensor(scope, _tensor_root(receiver))
-    if not failing and (traced is None or not problem.fails(traced)):
+    if not failing and (traced is None or not problem.fails(traced.value)):
         return None
-    requires_grad = problem.grad or bool(traced and traced.get("requires_grad"))
-    needs_host = problem.device is not None or bool(traced and str(traced.get("device", "cpu")) != "cpu")
+    requires_grad = problem.grad or bool(traced and traced.value.requires_grad)
+    needs_host = problem.device is not None or bool(traced and (traced.value.device or "cpu") != "cpu")
     detach = requires_grad and not detached
     cpu = needs_host and not on_host
     if not detach and not cpu:
@@ -450,11 +462,11 @@ def _list_fills(
         if not isinstance(listed, cst.Name):
             continue
         name = listed.value
-        traced = scope.get("locals", {}).get(name)
-        if not isinstance(traced, Mapping) or traced.get("kind") != "tensor-list":
+        traced = scope.locals.get(name)
+        if traced is None or traced.kind != "tensor-list":
             continue
-        element = traced.get("element")
-        if not isinstance(element, Mapping) or not problem.fails(element) or element.get("shape") != []:
+        element = traced.element
+        if element is None or not problem.fails(element) or element.shape != ():
             continue
         fills = [
             n for n in _descendants(scope_node)
@@ -474,7 +486,7 @@ def _list_fills(
             continue
         edits.append(_Edit(
             mode="item", span=positions[value], code=one_line(module, value), detach=False, cpu=False,
-            traced={"name": name, **element, "list_length": traced.get("length")},
+            traced=_Traced(name, element, list_length=traced.length, in_list=True),
             before=one_line(module, fill), after=f"{name}.append({one_line(module, method_call(value, 'item'))})",
         ))
     return edits
@@ -482,27 +494,27 @@ def _list_fills(
 
 def _failing_tensor_list(
     scope: Scope, problem: _Problem, call: cst.Call
-) -> tuple[str, Mapping[str, Any]] | None:
+) -> tuple[str, DescribedValue] | None:
     """The first argument of ``call`` that the trace shows as a list of tensors that fail, with
     its traced element (for a diagnosis that names it)."""
     for arg in call.args:
         if arg.star or not isinstance(arg.value, cst.Name):
             continue
-        traced = scope.get("locals", {}).get(arg.value.value)
-        if not isinstance(traced, Mapping) or traced.get("kind") != "tensor-list":
+        traced = scope.locals.get(arg.value.value)
+        if traced is None or traced.kind != "tensor-list":
             continue
-        element = traced.get("element")
-        if isinstance(element, Mapping) and problem.fails(element):
+        element = traced.element
+        if element is not None and problem.fails(element):
             return arg.value.value, element
     return None
 
 
-def _traced_tensor(scope: Scope, name: str | None) -> Mapping[str, Any] | None:
+def _traced_tensor(scope: Scope, name: str | None) -> _Traced | None:
     if name is None:
         return None
-    value = scope.get("locals", {}).get(name)
-    if isinstance(value, Mapping) and value.get("kind") == "tensor":
-        return {"name": name, **value}
+    value = scope.locals.get(name)
+    if value is not None and value.is_tensor:
+        return _Traced(name, value)
     return None
 
 
@@ -528,7 +540,7 @@ def _summary(edits: Sequence[_Edit], problem: _Problem, call: str, where: str) -
     if first.mode == "item":
         assert first.traced is not None
         return (
-            f"Changed {changed}, where the list `{first.traced['name']}` passed to {call.split('(', 1)[0]}(...) "
+            f"Changed {changed}, where the list `{first.traced.name}` passed to {call.split('(', 1)[0]}(...) "
             f"at {where} is filled: its elements are numbers that {why}; `.item()` keeps the number only"
         )
     if first.mode == "explicit":
@@ -547,9 +559,9 @@ def _evidence_text(edits: Sequence[_Edit], problem: _Problem, where: str) -> str
         f"can't convert {problem.device} device type tensor to numpy"
     )
     described = {
-        str(e.traced["name"]): (
-            f"a list of {e.traced.get('list_length', '?')} tensors, each {tensor_text(e.traced)}"
-            if e.mode == "item" else tensor_text(e.traced)
+        e.traced.name: (
+            f"a list of {e.traced.list_length if e.traced.in_list else '?'} tensors, each {tensor_text(e.traced.value)}"
+            if e.mode == "item" else tensor_text(e.traced.value)
         )
         for e in edits if e.traced is not None
     }

@@ -106,9 +106,9 @@ class RnnHiddenShape(Pattern):
         frame = failure.user_frame
         groups = match.groupdict()
         module = evidence.failing_module if evidence else None
-        kind = str(module.get("type")) if module and module.get("type") else "RNN"
-        built = resolve_site(evidence, module.get("site")) if module else None
-        layer = f"nn.{kind}({module.get('input_size')}, {module.get('hidden_size')})" if module else f"the {kind}"
+        kind = module.type if module and module.type else "RNN"
+        built = resolve_site(evidence, module.site) if module else None
+        layer = f"nn.{kind}({module.input_size}, {module.hidden_size})" if module else f"the {kind}"
         layer += f" built at {place(built)}" if built else ""
         if groups.get("batched"):
             batched = groups["batched"].startswith("batched")

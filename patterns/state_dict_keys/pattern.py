@@ -224,7 +224,7 @@ def _split(prefix: str) -> list[str]:
 
 
 def _python(evidence: Evidence | None) -> tuple[int, int]:
-    version = str((evidence.environment if evidence else {}).get("python") or "3.9")
+    version = (evidence.environment.python if evidence else None) or "3.9"
     numbers = [int(v) for v in re.findall(r"\d+", version)[:2]]
     return (numbers[0], numbers[1]) if len(numbers) == 2 else (3, 9)
 

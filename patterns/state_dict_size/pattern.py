@@ -243,10 +243,10 @@ def _model_site(
     receiver = _receiver(src, frame.line) if src else None
     value = recorded_local(evidence, frame, receiver) if receiver else None
     if value is None and evidence is not None and receiver:
-        value = evidence.scope(frame).get("globals", {}).get(receiver)
-    if not value or value.get("kind") != "module":
+        value = evidence.scope(frame).globals.get(receiver)
+    if not value or not value.is_module:
         return None
-    built = resolve_site(evidence, value.get("site"))
+    built = resolve_site(evidence, value.site)
     if built is None:
         return None
     code = None
@@ -254,7 +254,7 @@ def _model_site(
     if built_src is not None:
         calls = calls_on_line(built_src.wrapper, built.line)
         # the call that builds the model's own class, else the outermost one on the line
-        named = [c for c in calls if isinstance(c.node, cst.Call) and called_name(c.node) == value.get("type")]
+        named = [c for c in calls if isinstance(c.node, cst.Call) and called_name(c.node) == value.type]
         if named or calls:
             code = built_src.code((named or calls)[0].node)
             code = code if len(code) <= 60 else code[:57] + "..."

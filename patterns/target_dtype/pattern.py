@@ -33,14 +33,13 @@ from repairbot.analysis import (
 )
 from repairbot.codemod import append_keyword, method_call, replace_arg_value
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import parameter_names, project_sources, written_at
 from repairbot.sources import Sources, report_path
 from repairbot.torch_semantics import is_loss_name
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
-Scope = Mapping[str, Mapping[str, Any]]
 # Answers whether labels passed on (an argument of a call, a value bound to a name) stay dtype-blind.
 Onward = Callable[[cst.CSTNode, cst.Arg | str], bool]
 
@@ -223,7 +222,7 @@ class TargetDtype(Pattern):
         src = source(sources, frame.file)
         if src is None:
             return self.decline(f"cannot read {report_path(Path(frame.file))}", at=frame)
-        scope = evidence.scope(frame) if evidence else {}
+        scope = evidence.scope(frame) if evidence else Scope()
         loss = _LossCall.find(src, frame, failure, scope)
         if isinstance(loss, str):
             return self.decline(loss, diagnosis=_remedy(want, None), at=frame)
@@ -374,27 +373,27 @@ class _Locator:
             )
         return None
 
-    def _refuse(self, code: str, target: Mapping[str, Any] | None, prediction: Sequence[int] | None) -> Decline | None:
+    def _refuse(self, code: str, target: DescribedValue | None, prediction: Sequence[int] | None) -> Decline | None:
         if target is None:
             return None
-        dtype = target.get("dtype")
+        dtype = target.dtype
         if dtype is not None and dtype_name(self.found) not in (None, dtype):
             return self.decline(
                 f"`{code}` was traced as {dtype} at {self.where}, but the loss got a {self.found} target: the call's "
                 "arguments are not the loss's input and target in that order"
             )
-        if target.get("requires_grad"):
+        if target.requires_grad:
             return self.decline(
                 f"the target `{code}` at {self.where} requires grad: it is computed by a model, not a tensor of labels",
                 diagnosis="pass the labels as the target; to train towards another model's output use its "
                 "probabilities (.softmax(dim=1).detach()) with cross_entropy, or a distillation loss such as KLDivLoss",
             )
-        shape = target.get("shape")
-        if self.want != "long" or not isinstance(shape, list):
+        shape = _shape(target)
+        if self.want != "long" or shape is None:
             return None
-        if prediction is not None and list(prediction) == shape and target.get("dtype", "").startswith(("float", "bfloat")):
+        if prediction is not None and list(prediction) == shape and (target.dtype or "").startswith(("float", "bfloat")):
             return self.decline(
-                f"the target `{code}` at {self.where} is {shape_text(shape)} {target.get('dtype')}, the input's own shape: "
+                f"the target `{code}` at {self.where} is {shape_text(shape)} {target.dtype}, the input's own shape: "
                 "class probabilities (soft or one-hot labels), not class indices; .long() would turn them into wrong labels",
                 diagnosis="for probabilities use F.cross_entropy(logits, probs) (it accepts them since torch 1.10) or, "
                 "with log-probabilities, -(probs * log_probs).sum(dim=-1).mean(); for one-hot rows pass probs.argmax(dim=-1)",
@@ -408,20 +407,20 @@ class _Locator:
         return None
 
     # evidence ------------------------------------------------------------------------------
-    def _traced(self, value: cst.BaseExpression) -> Mapping[str, Any] | None:
+    def _traced(self, value: cst.BaseExpression) -> DescribedValue | None:
         if not isinstance(value, cst.Name):
             return None
-        for kind in ("locals", "globals"):
-            described: Mapping[str, Any] | None = self.scope.get(kind, {}).get(value.value)
-            if described and described.get("kind") == "tensor":
+        for names in (self.scope.locals, self.scope.globals):
+            described = names.get(value.value)
+            if described and described.is_tensor:
                 return described
         return None
 
     def _loss_input(self) -> Sequence[int] | None:
         """The prediction's shape as the failing loss module received it (``nn.CrossEntropyLoss``)."""
         module = self.evidence.failing_module if self.evidence else None
-        if module and is_loss_name(str(module.get("type", ""))) and isinstance(module.get("input_shape"), list):
-            return [int(v) for v in module["input_shape"]]
+        if module and is_loss_name(module.type or "") and module.input_shape is not None:
+            return list(module.input_shape)
         return None
 
     # the creation site ---------------------------------------------------------------------
@@ -626,7 +625,7 @@ class _Locator:
         """The calls in ``owner`` that take class indices: the failing loss's callee, a torch index loss."""
         return {
             id(c) for c in _calls_in(owner)
-            if (src is self.src and _same_callee(src, c, self.loss.call)) or loss_name(c, src.imports, {}) in _INDEX_LOSSES
+            if (src is self.src and _same_callee(src, c, self.loss.call)) or loss_name(c, src.imports, Scope()) in _INDEX_LOSSES
         }
 
     def _onward(self, src: Source, depth: int, name: str) -> Onward:
@@ -677,7 +676,7 @@ class _Locator:
         return True
 
     # the answers ---------------------------------------------------------------------------
-    def _site_at_call(self, code: str, target: Mapping[str, Any] | None, loss: str) -> Site:
+    def _site_at_call(self, code: str, target: DescribedValue | None, loss: str) -> Site:
         traced = self._traced_text(code, target)
         applicability = self._applicability()
         method = self.want
@@ -698,7 +697,7 @@ class _Locator:
             notes=self._notes(),
         )
 
-    def _site_at_creation(self, made: _Made, code: str, target: Mapping[str, Any] | None, loss: str) -> Site:
+    def _site_at_creation(self, made: _Made, code: str, target: DescribedValue | None, loss: str) -> Site:
         span = made.src.positions[made.call]
         traced = self._traced_text(code, target)
         through = f" (through self.{', self.'.join(made.attributes)})" if made.attributes else ""
@@ -729,19 +728,19 @@ class _Locator:
             )
         return ()
 
-    def _traced_text(self, code: str, target: Mapping[str, Any] | None) -> str:
+    def _traced_text(self, code: str, target: DescribedValue | None) -> str:
         if target is None:
             return ""
-        shape = target.get("shape")
-        return f" (`{code}` traced as {shape_text(shape) if isinstance(shape, list) else '?'} {target.get('dtype')})"
+        shape = target.shape
+        return f" (`{code}` traced as {shape_text(shape) if shape is not None else '?'} {target.dtype})"
 
-    def _evidence(self, code: str, target: Mapping[str, Any] | None, loss: str, where: str) -> dict[str, Any]:
+    def _evidence(self, code: str, target: DescribedValue | None, loss: str, where: str) -> dict[str, Any]:
         return {
             "loss": loss,
             "call": self.where,
             "found_dtype": dtype_name(self.found) or self.found,
             "wanted": "int64" if self.want == "long" else "floating point",
-            "target": {"argument": code, **({k: target[k] for k in ("shape", "dtype") if k in target} if target else {})},
+            "target": {"argument": code, **(target.quoted("shape", "dtype") if target else {})},
             "fixed_at": where,
         }
 
@@ -1003,9 +1002,8 @@ def _an(word: str) -> str:
     return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
 
 
-def _shape(described: Mapping[str, Any]) -> list[int] | None:
-    shape = described.get("shape")
-    return [int(v) for v in shape] if isinstance(shape, list) else None
+def _shape(described: DescribedValue) -> list[int] | None:
+    return list(described.shape) if described.shape is not None else None
 
 
 def _converted(value: cst.BaseExpression, method: str) -> bool:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
@@ -23,7 +22,7 @@ from repairbot.analysis import (
 )
 from repairbot.codemod import method_call, replace_arg_value
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature, type_matches
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -31,7 +30,6 @@ from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 from . import probe
 
 Shape = tuple[int, ...]
-Scope = Mapping[str, Mapping[str, Any]]
 
 # The loss's two parameters and their positions, the same for every torch loss (nn.*Loss
 # modules and F.* functions alike).
@@ -150,7 +148,7 @@ class TargetShape(Pattern):
         wrapper = sources.metadata(path)
         module = wrapper.module
         imports = ImportTable(module)
-        scope = evidence.scope(frame) if evidence else {}
+        scope = evidence.scope(frame) if evidence else Scope()
         found = _loss_call(wrapper, imports, scope, frame)
         if isinstance(found, str):
             return self.decline(found, at=frame)
@@ -414,10 +412,10 @@ def _traced_shape(scope: Scope, value: cst.BaseExpression) -> Shape | None:
     """The traced shape of an argument that is a plain local name holding a tensor."""
     if not isinstance(value, cst.Name):
         return None
-    for kind in ("locals", "globals"):
-        described = scope.get(kind, {}).get(value.value)
-        if described and described.get("kind") == "tensor" and described.get("shape") is not None:
-            return tuple(int(n) for n in described["shape"])
+    for names in (scope.locals, scope.globals):
+        described = names.get(value.value)
+        if described and described.is_tensor and described.shape is not None:
+            return described.shape
     return None
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from repairbot.analysis import (
     spans,
 )
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.torch_semantics import is_inplace_method
@@ -136,7 +136,7 @@ class ViewNoncontiguous(Pattern):
                 at=frame,
             )
         receiver = one_line(module, func.value)
-        scope = evidence.scope(frame) if evidence else {}
+        scope = evidence.scope(frame) if evidence else Scope()
         traced = _traced_receiver(scope, func.value)
         later = _written_later(wrapper, parents, call)
         notes: tuple[str, ...] = ()
@@ -303,17 +303,15 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 # Evidence
 
 
-def _traced_receiver(scope: Mapping[str, Mapping[str, object]], receiver: cst.BaseExpression) -> str | None:
+def _traced_receiver(scope: Scope, receiver: cst.BaseExpression) -> str | None:
     """``x`` traced as [2, 20, 8] float32: the tensor the view starts from, when its root is a local."""
     root = _root_name(receiver)
     if root is None:
         return None
-    value = scope.get("locals", {}).get(root)
-    if not isinstance(value, Mapping) or value.get("kind") != "tensor":
+    value = scope.locals.get(root)
+    if value is None or not value.is_tensor:
         return None
-    shape = value.get("shape")
-    sizes = shape_text([int(s) for s in shape]) if isinstance(shape, Sequence) else "[?]"
-    return f"`{root}` traced as {sizes} {value.get('dtype', '')}".rstrip()
+    return f"`{root}` traced as {shape_text(value.shape)} {value.dtype or ''}".rstrip()
 
 
 def _root_name(node: cst.BaseExpression) -> str | None:

@@ -137,8 +137,8 @@ def describe_run(request: RunRequest, result: RunResult, lines: int = 20) -> str
     if result.failure is not None:
         outcome += f": {result.failure.headline}"
     if result.evidence is not None:
-        for left in result.evidence.limits.get("left_loops", ()):
-            outcome += f"\n  left the {left.get('kind')} loop at {left.get('loop')} after {left.get('steps')} steps"
+        for left in result.evidence.limits.left_loops:
+            outcome += f"\n  left the {left.kind} loop at {left.loop} after {left.steps} steps"
     text = (
         f"  command: {request.command()}  (in {request.cwd or Path.cwd()})\n"
         f"  limits: {request.limits_text()}\n"
