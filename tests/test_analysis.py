@@ -30,6 +30,7 @@ from repairbot.analysis import (
     under_no_grad,
     visible_imports,
 )
+from repairbot.evidence import Scope
 from repairbot.lint.rule import FileContext
 from repairbot.sources import Sources
 from repairbot.torch_semantics import TABLE_PATH, is_inplace_method, is_loss_name
@@ -192,7 +193,7 @@ def test_loss_name_by_torch_name_or_traced_module() -> None:
     )
     imports = ImportTable(module)
     calls = {positions[n].line: n for n in positions if isinstance(n, cst.Call) and positions[n].col == 4}
-    scope = {"locals": {"criterion": {"kind": "module", "type": "CrossEntropyLoss"}}}
+    scope = Scope.from_json({"locals": {"criterion": {"kind": "module", "type": "CrossEntropyLoss"}}})
     assert [loss_name(calls[line], imports, scope) for line in (3, 4, 5, 6, 7)] == [
         "kl_div", "BCELoss", "CrossEntropyLoss", None, None,
     ]
@@ -242,21 +243,21 @@ def test_loss_call_at_a_line_or_a_traced_position() -> None:
     ))
     imports = ImportTable(wrapper.module)
     # from a log (no columns): the one loss call among the line's calls
-    found = loss_call_at(wrapper, imports, {}, Frame("t.py", 2, "f"))
+    found = loss_call_at(wrapper, imports, Scope(), Frame("t.py", 2, "f"))
     assert found is not None and wrapper.module.code_for_node(found.node).startswith("F.cross_entropy(")
     # a filter that leaves the only call taking two names
     def two_names(call: cst.Call) -> bool:
         return len(call.args) == 2 and all(isinstance(arg.value, cst.Name) for arg in call.args)
 
-    found = loss_call_at(wrapper, imports, {}, Frame("t.py", 2, "f"), accepts=two_names)
+    found = loss_call_at(wrapper, imports, Scope(), Frame("t.py", 2, "f"), accepts=two_names)
     assert found is not None and wrapper.module.code_for_node(found.node) == "helper(a, b)"
     # with columns the position decides, loss or not; a moved call is not found
-    found = loss_call_at(wrapper, imports, {}, Frame("t.py", 2, "f", None, True, 38, 2, 50))
+    found = loss_call_at(wrapper, imports, Scope(), Frame("t.py", 2, "f", None, True, 38, 2, 50))
     assert found is not None and wrapper.module.code_for_node(found.node) == "helper(a, b)"
-    assert loss_call_at(wrapper, imports, {}, Frame("t.py", 2, "f", None, True, 39, 2, 50)) is None
+    assert loss_call_at(wrapper, imports, Scope(), Frame("t.py", 2, "f", None, True, 39, 2, 50)) is None
     # two calls, no loss among them: cannot tell
     two = MetadataWrapper(cst.parse_module("z = f(a) + g(b)\n"))
-    assert loss_call_at(two, ImportTable(two.module), {}, Frame("t.py", 1, "f")) is None
+    assert loss_call_at(two, ImportTable(two.module), Scope(), Frame("t.py", 1, "f")) is None
 
 
 def test_import_bindings_one_reading_for_the_flat_table_and_the_scoped_view() -> None:
