@@ -45,7 +45,9 @@ def cuda_available() -> bool:
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> str:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
+    # GIT_OPTIONAL_LOCKS=0: `git status` must not refresh and rewrite the index it is reading
+    # (a chmod changes a file's ctime; snapshot() compares the index bytes before and after)
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_OPTIONAL_LOCKS": "0"}
     result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env, check=False)
     if check and result.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {result.stderr}")
