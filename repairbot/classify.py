@@ -53,15 +53,6 @@ class Classification:
         return self.candidates[0].pattern.ID if self.candidates else None
 
 
-# Library functions that raise one failure only, by (path ending, function): a traceback posted
-# without its exception line (cut off, or swallowed) that ends in one is that failure. Most
-# library frames raise many (``torch.autograd.backward``: a graph freed or missing, an in-place
-# change, a hook's error...) and classify nothing.
-_FRAME_ENDINGS = {
-    ("torch/serialization.py", "validate_cuda_device"): "map-location",
-}
-
-
 def ending_frame(failure: Failure) -> str | None:
     """For a traceback without an exception line: ``function (file:line)`` of its deepest frame."""
     if failure.exc_type or failure.message or not failure.frames:
@@ -74,12 +65,17 @@ def frame_candidates(failure: Failure, patterns: Iterable[Pattern]) -> list[Cand
     """The pattern a frames-only traceback's deepest frame names, where it names one."""
     if ending_frame(failure) is None:
         return []
+    # Most library frames raise many failures (``torch.autograd.backward``: a graph freed or
+    # missing, an in-place change, a hook's error...) and classify nothing; a pattern names the
+    # few that raise its failure alone (``Pattern.RAISING_FRAMES``).
     last = failure.frames[-1]
     path = last.file.replace("\\", "/")
-    wanted = next((i for (end, fn), i in _FRAME_ENDINGS.items() if path.endswith(end) and last.function == fn), None)
     empty = re.compile("").match("")
     assert empty is not None
-    return [Candidate(p, empty, failure, 0) for p in patterns if wanted == p.ID]
+    return [
+        Candidate(p, empty, failure, 0) for p in patterns
+        if any(path.endswith(end) and last.function == function for end, function in p.RAISING_FRAMES)
+    ]
 
 
 def classify_log(text: str, patterns: Iterable[Pattern]) -> Classification:

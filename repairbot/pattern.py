@@ -98,6 +98,9 @@ class Pattern(Unit):
     # True when the failure cannot be caused by the harness forcing a smaller batch size, so a
     # confirmation run at the script's own batch size is never needed.
     BATCH_INVARIANT: ClassVar[bool] = False
+    # Library functions that raise this failure and no other, as (path ending, function): a
+    # traceback posted without its exception line that ends in one is this failure.
+    RAISING_FRAMES: ClassVar[tuple[tuple[str, str], ...]] = ()
     # The rewrites (frozen dataclasses of the fix's parameters) that this pattern's sites carry.
     REWRITES: ClassVar[tuple[type[Rewrite], ...]] = ()
 

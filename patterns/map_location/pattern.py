@@ -80,6 +80,7 @@ class MapLocation(Pattern):
     EVIDENCE = frozenset({"locals"})
     BATCH_INVARIANT = True
     REWRITES = (AddMapLocation,)
+    RAISING_FRAMES = (("torch/serialization.py", "validate_cuda_device"),)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources

@@ -188,7 +188,7 @@ def _pass_through_chain(frame: Any, exprs: Any, text: Any) -> Any:
         depth += 1
         code = frame.f_code
         params = code.co_varnames[1:code.co_argcount + code.co_kwonlyargcount]
-        names = [n for n in wanted if n in params]
+        names = [n for n in params if n in wanted]  # in parameter order: a set's order varies per run
         if not names:
             break
         owner = frame.f_locals.get("self")
