@@ -1,13 +1,17 @@
 """broadcast-loss: a loss whose input and target broadcast to a larger shape."""
 
+import json
+import os
+
 from ..frames import user_call_site
 from .core import HealthCheck
 
-# Functional losses that broadcast input against target without a word. mse/l1/smooth_l1/huber
-# warn ("Using a target size ...": a pattern fixes that), the BCE ones raise.
-_SILENT_LOSSES = (
-    "kl_div", "soft_margin_loss", "poisson_nll_loss", "hinge_embedding_loss", "multilabel_soft_margin_loss",
-)
+# Functional losses that broadcast input against target without a word (mse/l1/smooth_l1/huber
+# warn "Using a target size ...": a pattern fixes that; the BCE ones raise): torch's names are
+# written once, in repairbot/torch_semantics.json, read here with the standard library.
+_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, os.pardir, "torch_semantics.json")
+with open(_TABLE, encoding="utf-8") as _handle:
+    _SILENT_LOSSES = tuple(json.load(_handle)["silent_broadcast_losses"])
 _MAX_FINDINGS = 3
 
 
