@@ -207,6 +207,7 @@ class LeftLoop:
     kind: str | None
     step: str | None
     steps: int | None
+    left: bool | None = None  # the loop was broken out of (False: it ended by itself first)
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ class TracedLimits:
             ),
             left_loops=tuple(
                 LeftLoop(loop=_str(i.get("loop")), kind=_str(i.get("kind")), step=_str(i.get("step")),
-                         steps=_int(i.get("steps")))
+                         steps=_int(i.get("steps")), left=i["left"] if isinstance(i.get("left"), bool) else None)
                 for i in items("left_loops")
             ),
         )

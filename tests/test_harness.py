@@ -93,13 +93,13 @@ def test_batch_size_forced_and_every_phase_runs_briefly(tmp_path: Path) -> None:
         assert f"epoch {epoch} batches 3" in out  # all epochs ran, each cut after 2 batches + the last
     assert out.count("eval batches 3") == 3  # the evaluation phase ran every epoch
     assert "done" in out
-    forced = result.evidence.limits["forced"]
-    assert {f["what"] for f in forced} == {
+    forced = result.evidence.limits.forced
+    assert {f.what for f in forced} == {
         "argparse --batch-size default 32 -> 2",
         "DataLoader batch_size 64 -> 2",
         "DataLoader batch_size 128 -> 2",
     }
-    assert all(f["site"].endswith(":2") or "train.py" in f["site"] for f in forced)
+    assert all(f.site is not None and (f.site.endswith(":2") or "train.py" in f.site) for f in forced)
 
 
 def test_limits_can_be_switched_off(tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_limits_can_be_switched_off(tmp_path: Path) -> None:
     result = run(tmp_path, script, limits=Limits(force_batch_size=False, cut_batches=True), args=("--epochs", "1"))
     assert result.status is RunStatus.PASSED, result.stderr
     assert "argparse 32" in result.stdout and "train batch (64, 4)" in result.stdout
-    assert not result.evidence.limits["forced"]
+    assert not result.evidence.limits.forced
 
 
 HAND_LOOP = """
@@ -134,19 +134,20 @@ def test_step_budget_leaves_the_hand_written_loop_and_the_script_goes_on(tmp_pat
     assert result.status is RunStatus.PASSED and result.passed, result.stderr
     assert "swallowed" not in result.stdout  # a real break: nothing raised into the script
     assert "finished all steps" in result.stdout  # the code after the loop ran
-    assert result.evidence.limits["free_steps"] == 7
+    assert result.evidence.limits.free_steps == 7
     assert result.evidence.stopped_at is None
-    (left,) = result.evidence.limits["left_loops"]
-    assert Path(left["loop"].rpartition(":")[0]).name == "train.py"
-    assert (left["loop"].rpartition(":")[2], left["kind"], left["steps"], left["left"]) == ("4", "for", 7, True)
-    assert left["step"].endswith("train.py:8")
+    (left,) = result.evidence.limits.left_loops
+    assert left.loop is not None and left.step is not None
+    assert Path(left.loop.rpartition(":")[0]).name == "train.py"
+    assert (left.loop.rpartition(":")[2], left.kind, left.steps, left.left) == ("4", "for", 7, True)
+    assert left.step.endswith("train.py:8")
 
 
 def test_steps_inside_dataloader_loops_do_not_count(tmp_path: Path) -> None:
     script = write(tmp_path / "train.py", LOADER_SCRIPT)
     result = run(tmp_path, script, limits=Limits(max_steps=1))
     assert result.status is RunStatus.PASSED  # 9 steps (3 epochs x 3 batches), all inside DataLoader loops
-    assert result.evidence.limits["steps"] == 9 and result.evidence.limits["free_steps"] == 0
+    assert result.evidence.limits.steps == 9 and result.evidence.limits.free_steps == 0
 
 
 def test_uncaught_exception_evidence(tmp_path: Path) -> None:

@@ -86,8 +86,9 @@ def test_a_new_check_is_one_module_and_nothing_else(tmp_path: Path) -> None:
     import sys
 
     harness = Path(BOOTSTRAP).parent / "harness"
-    copy = tmp_path / "harness"
+    copy = tmp_path / "repairbot" / "trace" / "harness"  # where it reads repairbot/torch_semantics.json
     shutil.copytree(harness, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(harness.parent.parent / "torch_semantics.json", tmp_path / "repairbot" / "torch_semantics.json")
     (copy / "health" / "lr_too_high.py").write_text(textwrap.dedent('''\
         """lr-too-high: a test check."""
 

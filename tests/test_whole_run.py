@@ -53,8 +53,8 @@ PRELUDE = f"""
 
 def left(result: RunResult) -> list[tuple[int, str, int]]:
     return [
-        (int(item["loop"].rpartition(":")[2]), item["kind"], item["steps"])
-        for item in result.evidence.limits["left_loops"]
+        (int((item.loop or "").rpartition(":")[2]), item.kind or "", item.steps or 0)
+        for item in result.evidence.limits.left_loops
     ]
 
 
@@ -96,7 +96,7 @@ def test_loops_of_every_kind_are_left_and_the_script_goes_on(tmp_path: Path, kin
     assert "grad mode True" in out  # left between iterations: the with block was closed
     assert out.rstrip().endswith("done")
     assert left(result) == [(8, "for", 5), (11, "for", 5), (15, "while", 5), (21, "for", 5), (22, "for", 5), (31, "for", 5)]
-    assert result.evidence.limits["free_steps"] == 5 + 5 + 5 + 3 + 5
+    assert result.evidence.limits.free_steps == 5 + 5 + 5 + 3 + 5
 
 
 def test_kept_iterator_get_batch_and_while_loops_count(tmp_path: Path, kind: str) -> None:
@@ -137,7 +137,7 @@ def test_kept_iterator_get_batch_and_while_loops_count(tmp_path: Path, kind: str
     assert "kept iterator done 4" in result.stdout and "get_batch done 4" in result.stdout
     assert "passes done" in result.stdout
     limits = result.evidence.limits
-    assert limits["free_steps"] == 8 and limits["steps"] == 8 + 3 * 2
+    assert limits.free_steps == 8 and limits.steps == 8 + 3 * 2
 
 
 def test_a_library_loop_the_harness_cannot_leave_is_not_a_pass(tmp_path: Path, kind: str) -> None:
@@ -180,7 +180,7 @@ def test_each_pass_ends_with_the_real_runs_last_batch(tmp_path: Path, kind: str)
     own = run(tmp_path, kind, script, limits=Limits(force_batch_size=False))
     ordered = next(line for line in own.stdout.splitlines() if line.startswith("ordered"))
     assert ordered.startswith("ordered 3 [[0.0,") and ordered.endswith("[64.0, 65.0, 66.0, 67.0, 68.0, 69.0]]")
-    assert [e["size"] for e in own.evidence.limits["last_batches"]] == [6, 6]
+    assert [e.size for e in own.evidence.limits.last_batches] == [6, 6]
 
 
 FILE_SCRIPT = """
