@@ -26,15 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support import (  # noqa: E402  (the tests' own way of preparing a fixture)
-    Fixture,
-    commit_all,
-    copy_project,
-    fixtures,
-    init_repo,
-    make_cuda_checkpoint,
-    make_plain_checkpoint,
-)
+from tests.support import Fixture, fixtures, prepare_fixture  # noqa: E402  (the tests' own way)
 
 OUTPUTS = ("report.json", "report.sarif", "report.md", "output.txt")
 # wall-clock seconds differ between any two runs
@@ -64,13 +56,7 @@ def record_one(fixture: Fixture, out_dir: Path) -> str:
     out = out_dir / fixture.name
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        repo = init_repo(Path(tmp) / "repo")
-        copy_project(fixture.folder, repo)
-        if fixture.config.get("checkpoint"):
-            make_cuda_checkpoint(repo, fixture.config["checkpoint"])
-        if fixture.config.get("plain_checkpoint"):
-            make_plain_checkpoint(repo, fixture.config["plain_checkpoint"])
-        commit_all(repo)
+        repo = prepare_fixture(fixture, Path(tmp) / "repo")
         work = Path(tmp) / "out"
         work.mkdir()
         env = {**os.environ, "OMP_NUM_THREADS": "1", "NO_COLOR": "1", **fixture.config.get("env", {})}

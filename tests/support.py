@@ -268,3 +268,15 @@ def catalogue_generator() -> Any:
         sys.modules["gen_docs"] = module = importlib.util.module_from_spec(spec)  # its dataclasses look it up
         spec.loader.exec_module(module)
     return sys.modules["gen_docs"]
+
+
+def prepare_fixture(fixture: Fixture, repo: Path) -> Path:
+    """A fixture as a committed git repository at ``repo``, with the checkpoints it asks for."""
+    init_repo(repo)
+    copy_project(fixture.folder, repo)
+    if fixture.config.get("checkpoint"):
+        make_cuda_checkpoint(repo, fixture.config["checkpoint"])
+    if fixture.config.get("plain_checkpoint"):
+        make_plain_checkpoint(repo, fixture.config["plain_checkpoint"])
+    commit_all(repo)
+    return repo

@@ -17,14 +17,10 @@ import pytest
 from tests.support import (
     PYTHON,
     Fixture,
-    commit_all,
-    copy_project,
     cuda_available,
     fixtures,
     git,
-    init_repo,
-    make_cuda_checkpoint,
-    make_plain_checkpoint,
+    prepare_fixture,
     run_cli,
     snapshot,
 )
@@ -38,14 +34,7 @@ FIXTURES = [f for f in fixtures() if "health" not in f.config and not f.config.g
 
 
 def prepare(fixture: Fixture, tmp_path: Path) -> Path:
-    repo = init_repo(tmp_path / "repo")
-    copy_project(fixture.folder, repo)
-    if fixture.config.get("checkpoint"):
-        make_cuda_checkpoint(repo, fixture.config["checkpoint"])
-    if fixture.config.get("plain_checkpoint"):
-        make_plain_checkpoint(repo, fixture.config["plain_checkpoint"])
-    commit_all(repo)
-    return repo
+    return prepare_fixture(fixture, tmp_path / "repo")
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
