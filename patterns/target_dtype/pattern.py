@@ -35,13 +35,26 @@ from repairbot.codemod import append_keyword, method_call, replace_arg_value
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
-from repairbot.provenance import parameter_names, project_sources, written_at
+from repairbot.provenance import (
+    Context,
+    KeyPath,
+    Lost,
+    Made,
+    Result,
+    TracedFrame,
+    ValueWalk,
+    parameter_names,
+    project_sources,
+    written_at,
+)
 from repairbot.sources import Sources, report_path
 from repairbot.torch_semantics import is_loss_name
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
-# Answers whether labels passed on (an argument of a call, a value bound to a name) stay dtype-blind.
-Onward = Callable[[cst.CSTNode, cst.Arg | str], bool]
+# Answers whether labels passed on stay dtype-blind: an argument of a call (the call, the Arg), a
+# value bound to a name (the statement, the name), or a returned value (the Return, its position
+# in the returned tuple, -1 for the whole value).
+Onward = Callable[[cst.CSTNode, cst.Arg | str | int], bool]
 
 _INTEGER = r"(?:Long|Int|Short|Byte|Char|Bool)"
 _FLOATING = r"(?:Float|Double|Half|BFloat16)"
@@ -64,7 +77,13 @@ _FLOAT_TARGET_LOSSES = frozenset({
 # Reads of a labels tensor that work the same whatever its dtype (for the creation-site fix).
 _COUNTS = frozenset({"size", "numel", "dim", "shape", "device", "ndim", "dtype"})  # no tensor comes out
 _MOVES = frozenset({"to", "cuda", "cpu"})  # the same labels on another device
+# Methods that give the labels back in another shape with their dtype (followed to where they are made).
+_KEEPS_DTYPE = frozenset({"squeeze", "unsqueeze", "view", "reshape", "flatten", "clone", "detach", "contiguous"})
 # torch functions whose result does not depend on the labels' dtype (an accuracy's comparison).
+# torch factories of continuous random values: targets made by them are regression values, not classes.
+_CONTINUOUS = ("torch.randn", "torch.rand", "torch.normal", "torch.randn_like", "torch.rand_like")
+# Probabilities (of a sigmoid or softmax): soft or BCE targets, which .long() would make class 0.
+_PROBABILITIES = ("torch.sigmoid", "torch.softmax", "torch.nn.functional.softmax", "torch.nn.functional.sigmoid")
 _COMPARES = ("torch.eq", "torch.ne", "torch.equal", "torch.lt", "torch.le", "torch.gt", "torch.ge")
 
 
@@ -144,8 +163,13 @@ class TargetDtype(Pattern):
         Labels unpacked from a loader (``for x, y in loader``) are followed into the project's
         one Dataset's ``__getitem__`` (``return self.x[i], self.y[i]`` -> ``self.y = ...``) when
         every loop that unpacks them reads them only that way and the Dataset only returns them.
-        Labels also read as numbers elsewhere (a regression loss, arithmetic) keep the fix at the
-        loss call.
+        Labels that reach the loss as a function's parameter or a function's return value are
+        followed back (``ValueWalk``: the traced call site's argument, the one ``return``) to the
+        call that makes them (``y = torch.randint(...).squeeze(1).float()`` in ``dummy_data()``
+        -> ``.long()``), and cast there when, read forward from there through the names, parameters
+        and returns they pass, they feed only class-index losses (the failing call among them)
+        and dtype-blind reads: one cast for every loss call. Labels also read as numbers
+        elsewhere (a regression loss, arithmetic) keep the fix at the loss call.
 
     Fix safety:
         Safe for integer targets (int32 to int64, or 0/1 integers to float, lose nothing).
@@ -156,7 +180,9 @@ class TargetDtype(Pattern):
         Float targets of the input's own shape (class probabilities or one-hot rows: soft labels,
         which ``cross_entropy`` accepts since 1.10, but ``nll_loss`` does not), targets that
         require grad (a model's output, not labels), ``torch.full`` labels of a fill value that is
-        not a whole number (``0.9``: a smoothed BCE label, which ``.long()`` would make class 0), ``(N, C)`` float targets of
+        not a whole number (``0.9``: a smoothed BCE label, which ``.long()`` would make class 0), targets
+        made by a sigmoid or softmax (probabilities) or by ``torch.randn``/``torch.rand`` (regression
+        values), ``(N, C)`` float targets of
         ``MultiLabelMarginLoss`` (multi-hot rows, meant for ``BCEWithLogitsLoss``), a loss that is
         not a classification loss or cannot be told, and a loss called through another package or
         with ``*args``: declined with the remedy.
@@ -311,6 +337,8 @@ class _Locator:
         self.want = want
         self.where = place(frame)
         self.probabilities_accepted = probabilities_accepted
+        self._reached: set[int] = set()  # ids of the loss calls a forward check found the labels to feed
+        self._walked: dict[int, _Made | Decline] = {}  # the walk's creation calls, by id, and what they give
 
     def decline(self, reason: str, diagnosis: str | None = None) -> Decline:
         return self.pattern.decline(reason, diagnosis=diagnosis, at=self.frame)
@@ -433,19 +461,74 @@ class _Locator:
         name = base.value
         bound = self._origin(name)
         if bound is None:
-            return None
+            return self._walked_creation(name)
         if isinstance(bound.statement, cst.For):
-            return self._from_dataset(name, bound.statement)
+            made = self._from_dataset(name, bound.statement)
+            return made if made is not None else self._walked_creation(name)
         assign = bound.statement
         assigned = _assigned(assign, name) if isinstance(assign, cst.Assign) else None
         if assigned is None or not isinstance(assign, cst.Assign):
-            return None
+            return self._walked_creation(name)
         made = self._made_by(self.src, assigned, _owner(self.src, assign))
         if not isinstance(made, _Made):
             return made
         if not self._only_targets(name, assign) or not self._followed_reads_blind(made):
             return None
         return made
+
+    def _walked_creation(self, name: str) -> _Made | Decline | None:
+        """Labels made outside the loss's own statements (passed in as a parameter, returned by a
+        function of the project), followed back with ``ValueWalk`` through the traced call sites'
+        arguments and the functions' returns to the torch call that writes their dtype. The fix
+        goes there when every read of the labels from there on ends as a class target of a loss
+        (the failing call among them) or dtype-blind: then one cast serves every loss call."""
+        if self.evidence is None:
+            return None
+        walk = ValueWalk(self.failure, self.evidence, self.sources, self._at_walked_call)
+        index = next((i for i, f in enumerate(walk.frames) if f == self.frame), None)
+        view = walk.view(index) if index is not None else None
+        if not isinstance(view, TracedFrame):
+            return None
+        result = walk.follow(cst.Name(name), view.ctx, ())
+        made = self._walked.get(id(result.call if isinstance(result, Made) else result.node))
+        if isinstance(made, Decline) or not isinstance(result, Made) or made is None:
+            return made if isinstance(made, Decline) else None
+        if not self._fed_from(made):
+            return None
+        return replace(made, through=result.trail)
+
+    def _at_walked_call(
+        self, walk: ValueWalk, call: cst.Call, qualified: str | None, ctx: Context, path: KeyPath, trail: tuple[str, ...]
+    ) -> Result | None:
+        """The walk's say at a call: the creation that writes the labels' dtype ends it, a move or
+        reshape (``y.to(device)``, ``.squeeze(1)``) passes through, anything else is the walk's."""
+        func = call.func
+        if qualified is None and isinstance(func, cst.Attribute):
+            moves = func.attr.value in _MOVES and keyword_arg(call, "dtype") is None and all(
+                a.keyword is not None or _is_device_like(a.value) for a in call.args
+            )
+            if moves or func.attr.value in _KEEPS_DTYPE:
+                return walk.resolve(func.value, ctx, path, trail)
+        if path:
+            return None  # an item or element of what the call gives: the walk's rules
+        made = self._made_by_step(ctx.file.src, call, ctx.function or ctx.file.src.module, 0)
+        if made is None:
+            return None
+        self._walked[id(call)] = made
+        if isinstance(made, Decline):
+            return Lost(made.reason, ctx.file, call, trail=trail)
+        return Made(call, ctx.file, trail, "creation")
+
+    def _fed_from(self, made: _Made) -> bool:
+        """Whether the labels, read forward from their creation (through the names they are bound
+        to, the parameters they are passed as, the returns that hand them back), are read only as
+        class targets or dtype-blind, and feed the failing loss call."""
+        src = made.src
+        parents = src.wrapper.resolve(ParentNodeProvider)
+        self._reached = set()
+        losses = self._losses_in(src, _owner(src, made.call))
+        blind = _blind_or_target(made.call, parents, losses, self._onward(src, 0, ""), self._reached)
+        return blind and id(self.loss.call) in self._reached
 
     def _origin(self, name: str) -> Event | None:
         """The binding that made ``name`` before the loss call, past moves to a device
@@ -498,6 +581,23 @@ class _Locator:
             return self._made_by(src, node.func.value, scope, depth + 1)  # labels.to(device): the same dtype
         qualified = src.imports.qualify(node.func)
         where = place_in(src.path, src.line(node))
+        if is_torch_name(qualified, *_CONTINUOUS):
+            return self.decline(
+                f"the targets are made at {where} by `{one_line(src.module, node)}`: continuous random values (a "
+                "regression target), not class indices; .long() would make them mostly 0 and -1",
+                diagnosis="for class labels make integer indices (torch.randint(num_classes, (n,))); for real-valued "
+                "targets use a regression loss (nn.MSELoss, nn.L1Loss)",
+            )
+        probabilities = is_torch_name(qualified, *_PROBABILITIES) or (
+            qualified is None and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("sigmoid", "softmax")
+        )
+        if probabilities:
+            return self.decline(
+                f"the targets are made at {where} by `{one_line(src.module, node)}`: probabilities, not class indices; "
+                ".long() would make (nearly) every one of them class 0",
+                diagnosis="for one probability per sample use nn.BCEWithLogitsLoss on a single logit; for class "
+                "probabilities of the input's shape pass them to F.cross_entropy as they are (torch 1.10+)",
+            )
         if is_torch_name(qualified, "torch.tensor", "torch.as_tensor", "torch.full"):
             dtype = keyword_arg(node, "dtype")
             if dtype is None:
@@ -618,24 +718,29 @@ class _Locator:
         bound = {id(n) for each in walk(owner) for n in _bound_names(each)}
         onward = self._onward(src, depth, name)
         return all(
-            _blind_or_target(read, parents, losses, onward) for read in _names_in(owner, name) if id(read) not in bound
+            _blind_or_target(read, parents, losses, onward, self._reached)
+            for read in _names_in(owner, name) if id(read) not in bound
         )
 
     def _losses_in(self, src: Source, owner: cst.CSTNode) -> set[int]:
         """The calls in ``owner`` that take class indices: the failing loss's callee, a torch index loss."""
         return {
             id(c) for c in _calls_in(owner)
-            if (src is self.src and _same_callee(src, c, self.loss.call)) or loss_name(c, src.imports, Scope()) in _INDEX_LOSSES
+            if (src.path == self.src.path and _same_callee(src, c, self.loss.call))
+            or loss_name(c, src.imports, Scope()) in _INDEX_LOSSES
         }
 
     def _onward(self, src: Source, depth: int, name: str) -> Onward:
         """Follows labels passed on: into a torch comparison (blind), into a parameter of one of the
         project's module-level functions (``accuracy_fn(y_true=labels, ...)``), or bound to another
-        name (``test_labels = labels[800:]``), whose reads must then be blind too."""
+        name (``test_labels = labels[800:]``), whose reads must then be blind too, or returned by
+        one of those functions (to the names its callers unpack them into)."""
 
-        def onward(node: cst.CSTNode, arg: cst.Arg | str) -> bool:
-            if depth > 4:
+        def onward(node: cst.CSTNode, arg: cst.Arg | str | int) -> bool:
+            if depth > 6:
                 return False
+            if isinstance(arg, int):
+                return isinstance(node, cst.Return) and self._returned_blind(src, node, arg, depth)
             if isinstance(arg, str):  # bound to a name: the same labels moved (checked already), or another
                 return arg == name or self._reads_blind(src, _owner(src, node), arg, depth + 1)
             if not isinstance(node, cst.Call):
@@ -659,6 +764,40 @@ class _Locator:
 
         return onward
 
+    def _returned_blind(self, src: Source, returned: cst.Return, position: int, depth: int) -> bool:
+        """Whether labels returned by a module-level function (its whole value, or element
+        ``position`` of a returned tuple) are read only blind where every caller binds them:
+        ``x, y = dummy_data(...)`` -> the reads of ``y``."""
+        function = _owner(src, returned)
+        if not isinstance(function, cst.FunctionDef) or function not in src.module.body:
+            return False  # a method or a nested function: who calls it is not known here
+        name = function.name.value
+        parents = src.wrapper.resolve(ParentNodeProvider)
+        calls = [n for n in walk(src.module) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == name]
+        elsewhere = any(
+            isinstance(n, cst.Name) and n.value == name
+            for other in project_sources(self.sources, src) if other.path != src.path for n in walk(other.module)
+        )
+        if not calls or elsewhere:
+            return False
+        for call in calls:
+            assign = parents.get(call)
+            if not isinstance(assign, cst.Assign) or assign.value is not call or len(assign.targets) != 1:
+                if position != -1 or not _blind_or_target(
+                    call, parents, self._losses_in(src, _owner(src, call)), self._onward(src, depth + 1, ""), self._reached
+                ):
+                    return False
+                continue
+            target = assign.targets[0].target
+            if position == -1:
+                bound = target.value if isinstance(target, cst.Name) else None
+            else:
+                unpacked = _unpacked(target)
+                bound = unpacked[position] if unpacked is not None and 0 <= position < len(unpacked) else None
+            if bound is None or not self._reads_blind(src, _owner(src, assign), bound, depth + 1):
+                return False
+        return True
+
     def _only_targets(self, name: str, assign: cst.Assign) -> bool:
         """Whether every read of ``name`` in its scope is a loss target or dtype-blind."""
         parents = self.src.wrapper.resolve(ParentNodeProvider)
@@ -671,7 +810,7 @@ class _Locator:
         for read in _names_in(owner, name):
             if id(read) in bound:
                 continue
-            if not _blind_or_target(read, parents, target_values, self._onward(self.src, 0, name)):
+            if not _blind_or_target(read, parents, target_values, self._onward(self.src, 0, name), self._reached):
                 return False
         return True
 
@@ -701,6 +840,9 @@ class _Locator:
         span = made.src.positions[made.call]
         traced = self._traced_text(code, target)
         through = f" (through self.{', self.'.join(made.attributes)})" if made.attributes else ""
+        if made.through:
+            fed = f"the {len(self._reached)} loss calls they feed" if len(self._reached) > 1 else "the loss call"
+            through = f" (followed back: {'; '.join(made.through)}; one cast for {fed})"
         return Site(
             pattern=self.pattern.ID,
             file=str(made.src.path),
@@ -746,11 +888,13 @@ class _Locator:
 
 
 def _blind_or_target(
-    read: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int], onward: Onward | None = None
+    read: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int], onward: Onward | None = None,
+    reached: set[int] | None = None,
 ) -> bool:
     """Whether a read of the labels ends as a loss's target argument, or in something whose
     result does not depend on their dtype (a comparison, ``len()``, ``.size()``, ``.shape``);
-    ``onward`` answers for an argument of another call and a value bound to another name."""
+    ``onward`` answers for an argument of another call, a value bound to another name and a
+    returned value. The loss calls whose target it is are added to ``reached``."""
     child: cst.CSTNode = read
     parent = parents.get(read)
     while parent is not None:
@@ -759,6 +903,8 @@ def _blind_or_target(
             if not isinstance(call, cst.Call):
                 return False
             if id(call) in losses and argument(call, 1, "target") is parent:
+                if reached is not None:
+                    reached.add(id(call))
                 return True
             if isinstance(call.func, cst.Name) and call.func.value == "len":
                 return True
@@ -766,9 +912,13 @@ def _blind_or_target(
         if isinstance(parent, cst.Assign) and parent.value is child:
             bound = parent.targets[0].target if len(parent.targets) == 1 else None
             return isinstance(bound, cst.Name) and onward is not None and onward(parent, bound.value)
+        if isinstance(parent, cst.Return) and parent.value is child:
+            return onward is not None and onward(parent, -1)
         if isinstance(parent, cst.Element):  # x_test, y_test = x[800:], y[800:]
             values = parents.get(parent)
             assign = parents.get(values) if values is not None else None
+            if isinstance(assign, cst.Return) and isinstance(values, cst.Tuple) and assign.value is values:
+                return onward is not None and onward(assign, list(values.elements).index(parent))
             if not isinstance(assign, cst.Assign):
                 return False
             name = _unpacked_name(assign, values, parent)
@@ -802,6 +952,7 @@ class _Made:
     attributes: tuple[str, ...] = ()  # self.<attribute>s followed, innermost first
     names: tuple[tuple[cst.CSTNode, str, int], ...] = ()  # (scope, name, line bound) of names followed
     followed: frozenset[int] = frozenset()  # ids of the expressions followed to the call
+    through: tuple[str, ...] = ()  # the steps of a walk through calls and returns, for the report
 
 
 def _owner(src: Source, node: cst.CSTNode) -> cst.CSTNode:
