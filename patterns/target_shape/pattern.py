@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper
+from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
 from repairbot.analysis import (
+    SCOPES,
     ImportTable,
+    Source,
     argument,
     calls_on_line,
     has_star_args,
+    is_torch_name,
+    last_binding,
     loss_call_at,
     loss_name,
     one_line,
     place_in,
+    source,
+    within,
 )
 from repairbot.codemod import method_call, replace_arg_value
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
@@ -64,6 +70,19 @@ class SqueezeLossArgument(Rewrite):
         return [Edit(call, replace_arg_value(call, target, method_call(target.value, "squeeze", cst.Integer(str(self.dim)))))]
 
 
+@dataclass(frozen=True)
+class ReshapeBuiltTarget(Rewrite):
+    """Appends ``.unsqueeze(dim)`` (or ``.squeeze(dim)``) to the expression that builds the
+    target tensor, where it is written."""
+
+    method: str  # unsqueeze or squeeze
+    dim: int
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        built = nodes.node(cst.BaseExpression)
+        return [Edit(built, method_call(built, self.method, cst.Integer(str(self.dim))))]
+
+
 class TargetShape(Pattern):
     """Adds ``.squeeze(1)`` to the loss argument that has an extra dimension of size 1.
 
@@ -88,6 +107,15 @@ class TargetShape(Pattern):
         ``loss = criterion(out, y)`` with ``out`` traced as ``(2, 1)`` and ``y`` as ``(2,)``
         becomes ``loss = criterion(out.squeeze(1), y)``. An argument that is not a name, call,
         attribute or subscript is parenthesised first: ``((a + b) / 2).squeeze(1)``.
+        When the target tensor is built from the data (``torch.tensor``, ``torch.Tensor``,
+        ``torch.from_numpy``...) in one place of the loss's function (or module),
+        followed back through moves (``y = y.to(device)``), row slices (``y[:n]``) and tuple
+        assignments, and what it builds is read only on the way to loss calls of the same
+        loss (and ``len()``), the dimension is fixed there instead, once for every loss call
+        it feeds: ``y_tensor = torch.Tensor(y)`` -> ``torch.Tensor(y).unsqueeze(1)``; the fix at
+        the loss call stays the alternative tried when that rerun fails. A target also read
+        otherwise (a metric, a plot, arithmetic) keeps the fix at the loss call, so nothing else
+        broadcasts differently.
 
     Fix safety:
         Safe. The two shapes come from the error message and agree with the traced locals;
@@ -130,7 +158,7 @@ class TargetShape(Pattern):
     # hard-coded in the script would show up as two different first sizes, which locate
     # declines. So the forced batch size can neither create this failure nor hide it.
     BATCH_INVARIANT = True
-    REWRITES = (SqueezeLossArgument,)
+    REWRITES = (SqueezeLossArgument, ReshapeBuiltTarget)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -189,6 +217,13 @@ class TargetShape(Pattern):
             )
 
         chosen = input_arg if plan.role == "input" else target_arg
+        src = source(sources, str(path))
+        built = _built_target(src, call, target_arg.value, plan) if src is not None else None
+        if built == "already":
+            return self.decline(
+                f"the target of the loss call at {where} is built with its dimension fixed already; the source changed "
+                "since the traced run"
+            )
         code = one_line(module, chosen.value)
         if _squeezes(chosen.value, plan.dim):
             # A multi-line call keeps its traced columns when an argument grows: this is a
@@ -206,7 +241,7 @@ class TargetShape(Pattern):
             "; traced: " + ", ".join(f"{name} {_fmt(tuple(shape))}" for name, shape in traced.items())
             if traced else ""
         )
-        return Site(
+        at_call = Site(
             pattern=self.ID,
             file=str(path),
             span=span,
@@ -229,6 +264,30 @@ class TargetShape(Pattern):
                 f"the loss call at {where} got a prediction of {prediction} and a target of {target} "
                 f"(from the message{traced_text}); {effect_long}"
             ),
+        )
+        if not isinstance(built, _Built) or src is None:
+            return at_call
+        method = "unsqueeze" if plan.role == "input" else "squeeze"
+        built_code = one_line(module, built.node)
+        built_at = place_in(path, src.line(built.node))
+        feeds = f"the {built.losses} loss calls it feeds" if built.losses > 1 else "the loss call"
+        return Site(
+            pattern=self.ID,
+            file=str(path),
+            span=src.positions[built.node],
+            rewrite=ReshapeBuiltTarget(method, plan.dim),
+            summary=(
+                f"Added .{method}({plan.dim}) where the target is built at {built_at} (`{built_code}`): the prediction "
+                f"was {prediction} and the target {target} at {where}, {effect}"
+            ),
+            applicability=self.APPLICABILITY,
+            evidence={**at_call.evidence, "built_at": built_at, "built": built_code, "fixed_at": "target-creation"},
+            evidence_text=(
+                f"the loss call at {where} got a prediction of {prediction} and a target of {target} "
+                f"(from the message{traced_text}); {effect_long}; the target is built once at {built_at} and read only "
+                f"as the target of {feeds}: one .{method}({plan.dim}) there"
+            ),
+            alternatives=(at_call,),
         )
 
 
@@ -378,6 +437,234 @@ def _refusing_loss(failure: Failure) -> str | None:
     if re.search(r"is\s+deprecated", failure.message) or not type_matches(failure.exc_type, "UserWarning"):
         return "BCELoss"
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# Where the target is built
+
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "double"})  # the same values, shape kept
+# Where a target tensor is built from the data (Python numbers, numpy arrays).
+_TENSOR_FROM_DATA = (
+    "torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor", "torch.as_tensor", "torch.from_numpy",
+)
+
+
+@dataclass(frozen=True)
+class _Built:
+    node: cst.BaseExpression  # the expression that builds the target tensor
+    losses: int  # the loss calls its values reach as their target
+
+
+def _built_target(src: Source, loss: cst.Call, target: cst.BaseExpression, plan: _Squeeze) -> _Built | str | None:
+    """The one expression of the loss's function (or module) that builds the target tensor, when
+    what it builds is read only on the way to loss calls of the same callee: followed back from
+    the target through moves, row slices and names; None when the fix belongs at the loss call,
+    ``"already"`` when what builds it has that fix already."""
+    if not isinstance(target, cst.Name) or plan.dim < 1:
+        return None
+    name, line = target.value, src.line(loss)
+    for _ in range(8):
+        event = last_binding(src, name, line)
+        value = _bound_value(event.statement, name) if event is not None else None
+        if event is None or value is None:
+            return None
+        line = src.line(event.statement)
+        inner = _passed_through(value)
+        if inner is not None:
+            name = inner
+            continue
+        if _reshaped(value, plan) is not None:
+            return "already"  # built with the very dimension fix: the source changed since the run
+        if not isinstance(value, cst.Call) or not is_torch_name(src.imports.qualify(value.func), *_TENSOR_FROM_DATA):
+            return None  # computed (arithmetic, a reduction): its shape is the computation's, fixed at the loss
+        owner = _scope_of(src, event.statement)
+        reached: set[int] = set()
+        if not _feeds_only(src, owner, name, loss, reached, set()) or id(loss) not in reached:
+            return None
+        return _Built(value, len(reached))
+    return None
+
+
+def _reshaped(value: cst.BaseExpression, plan: _Squeeze) -> cst.BaseExpression | None:
+    """The receiver of ``value`` when it ends in the method this fix adds (``.unsqueeze(1)``)."""
+    method = "unsqueeze" if plan.role == "input" else "squeeze"
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == method \
+            and len(value.args) == 1 and _is_integer(value.args[0].value, plan.dim):
+        return value.func.value
+    return None
+
+
+def _bound_value(statement: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """What ``name = value`` or ``a, name = x, value`` gives ``name``; None for other bindings."""
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return None
+    bound, value = statement.targets[0].target, statement.value
+    if isinstance(bound, cst.Name):
+        return value if bound.value == name else None
+    if isinstance(bound, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List) \
+            and len(bound.elements) == len(value.elements):
+        for left, right in zip(bound.elements, value.elements, strict=True):
+            if isinstance(left.value, cst.Name) and left.value.value == name and not isinstance(right, cst.StarredElement):
+                return right.value
+    return None
+
+
+def _passed_through(value: cst.BaseExpression) -> str | None:
+    """The name whose tensor ``value`` passes on with its dimensions: ``y``, ``y.to(device)``,
+    ``y.float()``, a row slice ``y[:n]``."""
+    if isinstance(value, cst.Name):
+        return value.value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES:
+        return _passed_through(value.func.value) if isinstance(value.func.value, cst.Name) else None
+    if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name) and len(value.slice) == 1 \
+            and isinstance(value.slice[0].slice, cst.Slice):
+        return value.value.value
+    return None
+
+
+def _scope_of(src: Source, node: cst.CSTNode) -> cst.CSTNode:
+    parents = src.wrapper.resolve(ParentNodeProvider)
+    current = parents.get(node)
+    while current is not None and not isinstance(current, cst.FunctionDef):
+        current = parents.get(current)
+    return current if current is not None else src.module
+
+
+def _feeds_only(
+    src: Source, owner: cst.CSTNode, name: str, loss: cst.Call, reached: set[int], seen: set[str]
+) -> bool:
+    """Whether every read of ``name`` in ``owner`` is the target of a loss call of the failing
+    call's callee (added to ``reached``), ``len()``, or passes its tensor on (a move, a row
+    slice) to a plain name whose reads are such in turn."""
+    if name in seen:
+        return True
+    seen.add(name)
+    parents = src.wrapper.resolve(ParentNodeProvider)
+    callee = src.module.code_for_node(loss.func)
+    for read in _reads_of(owner, name):
+        parent = parents.get(read)
+        if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.Element) and _in_target(parents, parent)):
+            continue  # a binding, not a read
+        if isinstance(parent, cst.Arg):
+            call = parents.get(parent)
+            if not isinstance(call, cst.Call):
+                return False
+            if argument(call, 1, "target") is parent and src.module.code_for_node(call.func) == callee:
+                reached.add(id(call))
+                continue
+            if isinstance(call.func, cst.Name) and call.func.value == "len":
+                continue
+            if _blind_in_function(src, call, parent, seen):
+                continue
+            return False
+        passed: cst.CSTNode = read
+        while not isinstance(parents.get(passed), cst.Assign | cst.Element):
+            above = parents.get(passed)
+            if not isinstance(above, cst.Attribute | cst.Call | cst.Subscript | cst.SubscriptElement | cst.Index
+                              | cst.Slice | cst.Arg):
+                return False
+            passed = above
+        if not isinstance(passed, cst.BaseExpression) or _passed_through(passed) != name:
+            return False
+        statement = parents.get(passed)
+        if isinstance(statement, cst.Element):
+            statement = parents.get(parents.get(statement) or statement)
+        bound = _names_bound_to(statement, passed) if isinstance(statement, cst.Assign) else None
+        if bound is None or not _feeds_only(src, owner, bound, loss, reached, seen):
+            return False
+    return True
+
+
+# Reads of a tensor whose result does not depend on a unit dimension after the batch axis.
+_FLATTENS = frozenset({"view", "reshape"})  # with the one argument -1
+
+
+def _blind_in_function(src: Source, call: cst.Call, arg: cst.Arg, seen: set[str]) -> bool:
+    """Whether a module-level function of the file that gets the target as an argument reads
+    that parameter only shape-blind: flattened (``.view(-1)``, ``.reshape(-1)``, ``.flatten()``),
+    its batch size (``.size(0)``, ``.shape[0]``, ``len()``)."""
+    if not isinstance(call.func, cst.Name) or arg.star:
+        return False
+    functions = [f for f in src.module.body if isinstance(f, cst.FunctionDef) and f.name.value == call.func.value]
+    if len(functions) != 1:
+        return False
+    params = [p.name.value for p in functions[0].params.params]
+    if arg.keyword is not None:
+        param = arg.keyword.value
+    else:
+        position = [a for a in call.args if a.keyword is None].index(arg)
+        param = params[position] if position < len(params) else ""
+    if param not in params or functions[0].name.value in seen:
+        return False
+    parents = src.wrapper.resolve(ParentNodeProvider)
+    return all(_shape_blind(parents, read) for read in _reads_of(functions[0], param))
+
+
+def _shape_blind(parents: Mapping[cst.CSTNode, cst.CSTNode], read: cst.Name) -> bool:
+    above = parents.get(read)
+    if isinstance(above, cst.Arg):
+        call = parents.get(above)
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "len"
+    if not isinstance(above, cst.Attribute) or above.value is not read:
+        return False
+    call = parents.get(above)
+    method = above.attr.value
+    if isinstance(call, cst.Call) and call.func is above:
+        given = [a.value for a in call.args]
+        if method in _FLATTENS:
+            return len(given) == 1 and isinstance(given[0], cst.UnaryOperation) and _is_integer(given[0].expression, 1)
+        if method == "flatten":
+            return not given
+        return method == "size" and len(given) == 1 and _is_integer(given[0], 0)
+    if method == "shape" and isinstance(call, cst.SubscriptElement | cst.Subscript):
+        subscript = call if isinstance(call, cst.Subscript) else parents.get(call)
+        if isinstance(subscript, cst.Subscript) and len(subscript.slice) == 1:
+            index = subscript.slice[0].slice
+            return isinstance(index, cst.Index) and _is_integer(index.value, 0)
+    return False
+
+
+def _is_integer(node: cst.BaseExpression, value: int) -> bool:
+    return isinstance(node, cst.Integer) and node.evaluated_value == value
+
+
+def _names_bound_to(assign: cst.Assign, value: cst.BaseExpression) -> str | None:
+    """The plain name an assignment binds ``value`` (or its tuple element) to."""
+    if len(assign.targets) != 1:
+        return None
+    bound = assign.targets[0].target
+    if assign.value is value:
+        return bound.value if isinstance(bound, cst.Name) else None
+    if isinstance(bound, cst.Tuple | cst.List) and isinstance(assign.value, cst.Tuple | cst.List) \
+            and len(bound.elements) == len(assign.value.elements):
+        for left, right in zip(bound.elements, assign.value.elements, strict=True):
+            if right.value is value:
+                return left.value.value if isinstance(left.value, cst.Name) else None
+    return None
+
+
+def _in_target(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -> bool:
+    current = parents.get(node)
+    while current is not None and not isinstance(current, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+        if isinstance(current, cst.AssignTarget | cst.For):
+            return isinstance(current, cst.AssignTarget)
+        current = parents.get(current)
+    return False
+
+
+def _reads_of(owner: cst.CSTNode, name: str) -> list[cst.Name]:
+    """The Name nodes of ``name`` in ``owner``'s own code (nested functions left out; an
+    attribute's or a keyword's name is no read)."""
+    body = owner.body if isinstance(owner, cst.FunctionDef) else owner
+    found = []
+    for node in within(body):
+        if isinstance(node, cst.Name) and node.value == name:
+            found.append(node)
+    skipped = {
+        id(n) for n in within(body)
+        for n in ((n.attr,) if isinstance(n, cst.Attribute) else (n.keyword,) if isinstance(n, cst.Arg) and n.keyword else ())
+    }
+    return [n for n in found if id(n) not in skipped and not isinstance(n, SCOPES)]
 
 
 # --------------------------------------------------------------------------------------------
