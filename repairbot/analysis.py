@@ -595,6 +595,45 @@ def plain_value(event: Event) -> cst.BaseExpression | None:
     return None
 
 
+def assigned_value(statement: cst.CSTNode, name: str) -> cst.BaseExpression | None:
+    """What a one-target assignment gives ``name``: the value of ``name = value``, or its
+    element of ``a, name = x, value``; None for other statements and bindings."""
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return None
+    target, value = statement.targets[0].target, statement.value
+    if isinstance(target, cst.Name):
+        return value if target.value == name else None
+    if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List):
+        if len(target.elements) != len(value.elements):
+            return None
+        for bound, given in zip(target.elements, value.elements, strict=True):
+            if isinstance(bound.value, cst.Name) and bound.value.value == name and not isinstance(given, cst.StarredElement):
+                return given.value
+    return None
+
+
+def name_reads(owner: cst.CSTNode, name: str) -> list[cst.Name]:
+    """The ``Name`` nodes of ``name`` in ``owner``'s own code (nested functions, classes and
+    lambdas left out; an attribute's or a keyword argument's name is no read). A function's
+    parameters are its own Names too: pass its body for the reads alone."""
+    found: list[cst.Name] = []
+    stack = [owner]
+    while stack:
+        node = stack.pop()
+        if node is not owner and isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            continue
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)  # `x.labels` is no read of `labels`
+            continue
+        if isinstance(node, cst.Arg):
+            stack.append(node.value)  # a keyword's name is no read
+            continue
+        if isinstance(node, cst.Name) and node.value == name:
+            found.append(node)
+        stack.extend(node.children)
+    return found
+
+
 def bound_once(scope: cst.CSTNode, name: str) -> cst.BaseExpression | None:
     """The value of the one binding of ``name`` in ``scope`` when it is a plain assignment."""
     found = bindings_of(scope, name)

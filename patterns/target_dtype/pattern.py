@@ -15,6 +15,7 @@ from repairbot.analysis import (
     Event,
     Source,
     argument,
+    assigned_value,
     bound_once,
     dtype_name,
     events,
@@ -24,6 +25,7 @@ from repairbot.analysis import (
     last_binding,
     loss_call_at,
     loss_name,
+    name_reads,
     one_line,
     place,
     place_in,
@@ -466,7 +468,7 @@ class _Locator:
             made = self._from_dataset(name, bound.statement)
             return made if made is not None else self._walked_creation(name)
         assign = bound.statement
-        assigned = _assigned(assign, name) if isinstance(assign, cst.Assign) else None
+        assigned = assigned_value(assign, name) if isinstance(assign, cst.Assign) else None
         if assigned is None or not isinstance(assign, cst.Assign):
             return self._walked_creation(name)
         made = self._made_by(self.src, assigned, _owner(self.src, assign))
@@ -702,7 +704,7 @@ class _Locator:
         for scope, name, bound_line in made.names:
             losses = self._losses_in(src, scope)
             onward = self._onward(src, 0, name)
-            for read in _names_in(scope, name):
+            for read in name_reads(scope, name):
                 if src.line(read) <= bound_line or id(read) in made.followed:
                     continue
                 if isinstance(parents.get(read), cst.AssignTarget):
@@ -719,7 +721,7 @@ class _Locator:
         onward = self._onward(src, depth, name)
         return all(
             _blind_or_target(read, parents, losses, onward, self._reached)
-            for read in _names_in(owner, name) if id(read) not in bound
+            for read in name_reads(owner, name) if id(read) not in bound
         )
 
     def _losses_in(self, src: Source, owner: cst.CSTNode) -> set[int]:
@@ -807,7 +809,7 @@ class _Locator:
             if candidate is self.loss.call or _same_callee(self.src, candidate, self.loss.call):
                 target_values.add(id(candidate))
         bound = {id(n) for each in walk(owner) for n in _bound_names(each)}
-        for read in _names_in(owner, name):
+        for read in name_reads(owner, name):
             if id(read) in bound:
                 continue
             if not _blind_or_target(read, parents, target_values, self._onward(self.src, 0, name), self._reached):
@@ -976,28 +978,12 @@ def _binding_before(src: Source, scope: cst.CSTNode, node: cst.Name) -> cst.Base
             continue
         if not isinstance(each, cst.Assign) or each not in src.positions or src.line(each) >= line:
             continue
-        value = _assigned(each, node.value)
+        value = assigned_value(each, node.value)
         if value is not None and (found is None or src.line(each) > found[0]):
             found = (src.line(each), value)
     if found is None or _rebound_otherwise(scope, node.value):
         return None
     return found[1]
-
-
-def _assigned(assign: cst.Assign, name: str) -> cst.BaseExpression | None:
-    """What a one-target assignment gives ``name``: its value, or its element of a tuple value."""
-    if len(assign.targets) != 1:
-        return None
-    target, value = assign.targets[0].target, assign.value
-    if isinstance(target, cst.Name):
-        return value if target.value == name else None
-    if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List):
-        if len(target.elements) != len(value.elements):
-            return None
-        for bound, given in zip(target.elements, value.elements, strict=True):
-            if isinstance(bound.value, cst.Name) and bound.value.value == name and not isinstance(given, cst.StarredElement):
-                return given.value
-    return None
 
 
 def _unpacked_name(assign: cst.Assign, values: cst.CSTNode | None, element: cst.CSTNode) -> str | None:
@@ -1035,7 +1021,7 @@ class _OtherBindings(cst.CSTVisitor):
         for target in node.targets:
             if isinstance(target.target, cst.Tuple | cst.List) and any(
                 isinstance(n, cst.Name) and n.value == self.name for n in walk(target.target)
-            ) and _assigned(node, self.name) is None:
+            ) and assigned_value(node, self.name) is None:
                 self.found = True  # unpacked from a call: no single expression writes it
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
@@ -1133,7 +1119,7 @@ def _dataset_reads_blind(
         value = bound_once(getitem, element.value)
         if value is not None:
             returned |= {id(n) for n in walk(value)}
-        if len(_names_in(getitem, element.value)) > 2:  # bound and returned, nothing else
+        if len(name_reads(getitem, element.value)) > 2:  # bound and returned, nothing else
             return False
     for attribute in made.attributes:
         for node in walk(cls):
@@ -1172,25 +1158,6 @@ def _calls_in(owner: cst.CSTNode) -> list[cst.Call]:
         if node is not owner and isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
             continue
         if isinstance(node, cst.Call):
-            found.append(node)
-        stack.extend(node.children)
-    return found
-
-
-def _names_in(owner: cst.CSTNode, name: str) -> list[cst.Name]:
-    found: list[cst.Name] = []
-    stack = [owner]
-    while stack:
-        node = stack.pop()
-        if node is not owner and isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
-            continue
-        if isinstance(node, cst.Attribute):
-            stack.append(node.value)  # `x.labels` is no read of `labels`
-            continue
-        if isinstance(node, cst.Arg):
-            stack.append(node.value)  # a keyword's name is no read
-            continue
-        if isinstance(node, cst.Name) and node.value == name:
             found.append(node)
         stack.extend(node.children)
     return found

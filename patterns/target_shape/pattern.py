@@ -11,25 +11,36 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
 from repairbot.analysis import (
-    SCOPES,
     ImportTable,
     Source,
     argument,
+    assigned_value,
     calls_on_line,
     has_star_args,
     is_torch_name,
     last_binding,
     loss_call_at,
     loss_name,
+    name_reads,
     one_line,
     place_in,
     source,
-    within,
+    walk,
 )
 from repairbot.codemod import method_call, replace_arg_value
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature, type_matches
+from repairbot.provenance import (
+    Context,
+    KeyPath,
+    Made,
+    ProjectFile,
+    Result,
+    TracedFrame,
+    ValueWalk,
+    project_sources,
+)
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -83,6 +94,29 @@ class ReshapeBuiltTarget(Rewrite):
         return [Edit(built, method_call(built, self.method, cst.Integer(str(self.dim))))]
 
 
+@dataclass(frozen=True)
+class ItemAsList(Rewrite):
+    """In a Dataset's ``torch.tensor(value)`` of a sample's target: the value wrapped in a
+    one-element list (``torch.tensor([y])``: one value per sample, batched to (N, 1)), or such a
+    list unwrapped (``torch.tensor(y)``: batched to (N,))."""
+
+    wrap: bool
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        data = argument(call, 0, "data")
+        if data is None:
+            raise EditError("no data argument")
+        value = data.value
+        if self.wrap:
+            changed: cst.BaseExpression = cst.List([cst.Element(value)])
+        elif isinstance(value, cst.List) and len(value.elements) == 1 and isinstance(value.elements[0], cst.Element):
+            changed = value.elements[0].value
+        else:
+            raise EditError("not a one-element list")
+        return [Edit(call, replace_arg_value(call, data, changed))]
+
+
 class TargetShape(Pattern):
     """Adds ``.squeeze(1)`` to the loss argument that has an extra dimension of size 1.
 
@@ -113,7 +147,11 @@ class TargetShape(Pattern):
         assignments, and what it builds is read only on the way to loss calls of the same
         loss (and ``len()``), the dimension is fixed there instead, once for every loss call
         it feeds: ``y_tensor = torch.Tensor(y)`` -> ``torch.Tensor(y).unsqueeze(1)``; the fix at
-        the loss call stays the alternative tried when that rerun fails. A target also read
+        the loss call stays the alternative tried when that rerun fails. A target made per
+        sample in the project's Dataset (``__getitem__`` returning ``torch.tensor(self.y[i])``,
+        batched to ``(N,)`` against ``(N, 1)``), followed back from the loop through the
+        DataLoader, becomes ``torch.tensor([self.y[i]])`` there (or the other way round), when
+        every loop over such items reads it only as that loss's target. A target also read
         otherwise (a metric, a plot, arithmetic) keeps the fix at the loss call, so nothing else
         broadcasts differently.
 
@@ -158,7 +196,7 @@ class TargetShape(Pattern):
     # hard-coded in the script would show up as two different first sizes, which locate
     # declines. So the forced batch size can neither create this failure nor hide it.
     BATCH_INVARIANT = True
-    REWRITES = (SqueezeLossArgument, ReshapeBuiltTarget)
+    REWRITES = (SqueezeLossArgument, ReshapeBuiltTarget, ItemAsList)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -219,10 +257,14 @@ class TargetShape(Pattern):
         chosen = input_arg if plan.role == "input" else target_arg
         src = source(sources, str(path))
         built = _built_target(src, call, target_arg.value, plan) if src is not None else None
-        if built == "already":
+        item = (
+            _dataset_item(failure, evidence, sources, frame, call, target_arg.value, plan)
+            if built is None and evidence is not None else None
+        )
+        if "already" in (built, item):
             return self.decline(
-                f"the target of the loss call at {where} is built with its dimension fixed already; the source changed "
-                "since the traced run"
+                f"where the target of the loss call at {where} is made, it has that dimension already; the source "
+                "changed since the traced run"
             )
         code = one_line(module, chosen.value)
         if _squeezes(chosen.value, plan.dim):
@@ -265,6 +307,29 @@ class TargetShape(Pattern):
                 f"(from the message{traced_text}); {effect_long}"
             ),
         )
+        if isinstance(item, tuple):
+            made, made_file, wrap = item
+            made_at = made_file.where(made)
+            before = made_file.code(made)
+            return Site(
+                pattern=self.ID,
+                file=str(made_file.path),
+                span=made_file.src.positions[made],
+                rewrite=ItemAsList(wrap),
+                summary=(
+                    f"{'Wrapped the sample' if wrap else 'Unwrapped the one-element list of the sample'}'s target "
+                    f"{'in a one-element list ' if wrap else ''}in the Dataset item at {made_at} "
+                    f"(`{before}`): the prediction was {prediction} and the batched target {target} at {where}, {effect}"
+                ),
+                applicability=self.APPLICABILITY,
+                evidence={**at_call.evidence, "built_at": made_at, "built": before, "fixed_at": "dataset-item"},
+                evidence_text=(
+                    f"the loss call at {where} got a prediction of {prediction} and a target of {target} "
+                    f"(from the message{traced_text}); {effect_long}; each sample's target is made at {made_at} and every "
+                    "loop over the loader reads it only as this loss's target"
+                ),
+                alternatives=(at_call,),
+            )
         if not isinstance(built, _Built) or src is None:
             return at_call
         method = "unsqueeze" if plan.role == "input" else "squeeze"
@@ -465,7 +530,7 @@ def _built_target(src: Source, loss: cst.Call, target: cst.BaseExpression, plan:
     name, line = target.value, src.line(loss)
     for _ in range(8):
         event = last_binding(src, name, line)
-        value = _bound_value(event.statement, name) if event is not None else None
+        value = assigned_value(event.statement, name) if event is not None else None
         if event is None or value is None:
             return None
         line = src.line(event.statement)
@@ -494,19 +559,85 @@ def _reshaped(value: cst.BaseExpression, plan: _Squeeze) -> cst.BaseExpression |
     return None
 
 
-def _bound_value(statement: cst.CSTNode, name: str) -> cst.BaseExpression | None:
-    """What ``name = value`` or ``a, name = x, value`` gives ``name``; None for other bindings."""
-    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+def _dataset_item(
+    failure: Failure, evidence: Evidence, sources: Sources, frame: Frame, loss: cst.Call,
+    target: cst.BaseExpression, plan: _Squeeze,
+) -> tuple[cst.Call, ProjectFile, bool] | str | None:
+    """A batched target made per sample in a Dataset's ``__getitem__`` by ``torch.tensor(value)``
+    (followed back with ``ValueWalk``: the loop, the DataLoader, the Dataset), when a one-element
+    list there (``[value]``, or its removal) gives the batch the unit dimension at axis 1 the
+    other side has, and every loop of the project that unpacks such items reads that one only as
+    this loss's target. The call, its file, and whether to wrap (else unwrap); ``"already"``
+    when the item is made that way already."""
+    if not isinstance(target, cst.Name) or plan.dim != 1:
         return None
-    bound, value = statement.targets[0].target, statement.value
-    if isinstance(bound, cst.Name):
-        return value if bound.value == name else None
-    if isinstance(bound, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List) \
-            and len(bound.elements) == len(value.elements):
-        for left, right in zip(bound.elements, value.elements, strict=True):
-            if isinstance(left.value, cst.Name) and left.value.value == name and not isinstance(right, cst.StarredElement):
-                return right.value
+    values = ValueWalk(failure, evidence, sources, _at_item_call)
+    index = next((i for i, f in enumerate(values.frames) if f == frame), None)
+    view = values.view(index) if index is not None else None
+    if not isinstance(view, TracedFrame):
+        return None
+    result = values.follow(cst.Name(target.value), view.ctx, ())
+    if not isinstance(result, Made) or values.getitem is None:
+        return None
+    file, returned = values.getitem
+    elements = returned.value.elements if isinstance(returned.value, cst.Tuple) else ()
+    position = next((i for i, e in enumerate(elements) if e.value is result.call), None)
+    data = argument(result.call, 0, "data")
+    if position is None or data is None or any(a.star for a in result.call.args):
+        return None
+    one = isinstance(data.value, cst.List) and len(data.value.elements) == 1
+    wrap = plan.role == "input"  # the batch lacks the unit dimension the prediction has
+    if wrap and one:
+        return "already"  # made a one-element list already: the source changed since the run
+    if wrap == one:
+        return None
+    loss_src = source(sources, frame.file)
+    if loss_src is None or not _loops_read_only_as_target(sources, loss_src, loss, len(elements), position):
+        return None
+    return result.call, file, wrap
+
+
+def _at_item_call(
+    walk: ValueWalk, call: cst.Call, qualified: str | None, ctx: Context, path: KeyPath, trail: tuple[str, ...]
+) -> Result | None:
+    """The walk ends at a tensor made from a sample's data; a move passes through."""
+    func = call.func
+    if qualified is None and isinstance(func, cst.Attribute) and func.attr.value in _MOVES:
+        return walk.resolve(func.value, ctx, path, trail)
+    if not path and is_torch_name(qualified, "torch.tensor", "torch.as_tensor"):
+        return Made(call, ctx.file, trail, "item")
     return None
+
+
+def _loops_read_only_as_target(sources: Sources, src: Source, loss: cst.Call, arity: int, position: int) -> bool:
+    """Whether every loop of the project's files that unpacks items of ``arity`` values (directly,
+    or under ``enumerate``) reads value ``position`` only as the target of the failing loss's
+    callee, and no item is taken otherwise (``next(...)``); the failing loss among them."""
+    reached: set[int] = set()
+    for each in project_sources(sources, src):
+        nodes = list(walk(each.module))
+        if any(isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "next" for n in nodes):
+            return False
+        loops = [n for n in nodes if isinstance(n, cst.For)]
+        for loop in loops:
+            names = _unpacked(loop)
+            if names is None or len(names) != arity:
+                continue
+            name = names[position]
+            if name is None or not _feeds_only(each, _scope_of(each, loop), name, loss, reached, set()):
+                return False
+    return id(loss) in reached
+
+
+def _unpacked(loop: cst.For) -> list[str | None] | None:
+    """The names a loop's tuple target unpacks (``x, y``, or ``i, (x, y)`` under enumerate)."""
+    target = loop.target
+    if isinstance(target, cst.Tuple) and len(target.elements) == 2 and isinstance(target.elements[1].value, cst.Tuple) \
+            and isinstance(loop.iter, cst.Call) and isinstance(loop.iter.func, cst.Name) and loop.iter.func.value == "enumerate":
+        target = target.elements[1].value
+    if not isinstance(target, cst.Tuple | cst.List) or any(isinstance(e, cst.StarredElement) for e in target.elements):
+        return None
+    return [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
 
 
 def _passed_through(value: cst.BaseExpression) -> str | None:
@@ -543,7 +674,7 @@ def _feeds_only(
     callee = src.module.code_for_node(loss.func)
     for read in _reads_of(owner, name):
         parent = parents.get(read)
-        if isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.Element) and _in_target(parents, parent)):
+        if _in_target(parents, read):
             continue  # a binding, not a read
         if isinstance(parent, cst.Arg):
             call = parents.get(parent)
@@ -644,27 +775,22 @@ def _names_bound_to(assign: cst.Assign, value: cst.BaseExpression) -> str | None
 
 
 def _in_target(parents: Mapping[cst.CSTNode, cst.CSTNode], node: cst.CSTNode) -> bool:
-    current = parents.get(node)
-    while current is not None and not isinstance(current, cst.SimpleStatementLine | cst.BaseCompoundStatement):
-        if isinstance(current, cst.AssignTarget | cst.For):
-            return isinstance(current, cst.AssignTarget)
-        current = parents.get(current)
+    """Whether a name is bound where it stands: in an assignment's target or a loop's."""
+    child, current = node, parents.get(node)
+    while current is not None:
+        if isinstance(current, cst.AssignTarget):
+            return True
+        if isinstance(current, cst.For):
+            return current.target is child
+        if isinstance(current, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+            return False
+        child, current = current, parents.get(current)
     return False
 
 
 def _reads_of(owner: cst.CSTNode, name: str) -> list[cst.Name]:
-    """The Name nodes of ``name`` in ``owner``'s own code (nested functions left out; an
-    attribute's or a keyword's name is no read)."""
-    body = owner.body if isinstance(owner, cst.FunctionDef) else owner
-    found = []
-    for node in within(body):
-        if isinstance(node, cst.Name) and node.value == name:
-            found.append(node)
-    skipped = {
-        id(n) for n in within(body)
-        for n in ((n.attr,) if isinstance(n, cst.Attribute) else (n.keyword,) if isinstance(n, cst.Arg) and n.keyword else ())
-    }
-    return [n for n in found if id(n) not in skipped and not isinstance(n, SCOPES)]
+    """The reads of ``name`` in a function's body (its parameters left out) or a module."""
+    return name_reads(owner.body if isinstance(owner, cst.FunctionDef) else owner, name)
 
 
 # --------------------------------------------------------------------------------------------
