@@ -22,6 +22,7 @@ from repairbot.analysis import (
     reads,
     source_lines,
     spans,
+    traced_line_matches,
 )
 from repairbot.codemod import string_literal
 from repairbot.edits import Edit, Rewrite, SiteNodes
@@ -268,6 +269,11 @@ class WeightsOnly(Pattern):
             )
         path = Path(frame.file)
         wrapper = sources.metadata(path)
+        if not traced_line_matches(wrapper.module.code, frame):
+            return self.decline(
+                f"line {frame.line} of {report_path(path)} is no longer the traced load: the source changed since the run",
+                at=frame,
+            )
         found = _statement_of(wrapper, frame)
         if isinstance(found, str):
             return self.decline(found, diagnosis=_remedy([entry.name for entry in needed]), at=frame)
@@ -637,6 +643,7 @@ _NOT_MODULES = re.compile(r"(Uninitialized)?(Parameter|Buffer)\Z")
 class _ModelClass:
     name: str  # the class's name in its module
     file: Path | None  # the project file that defines it; None for torch's own module classes
+    module: str = ""  # the module that defines it in the run (a checkpoint's __main__.Net may be models.Net)
 
 
 def _public_torch_name(target: str) -> str:
@@ -665,7 +672,7 @@ def _model_classes(
         module_name, _, class_name = name.rpartition(".")
         file = Path(script.file) if module_name == "__main__" and script else _module_file(module_name, files)
         if file is not None and _is_module_subclass(sources, file, class_name, files, set()):
-            found[entry.name] = _ModelClass(class_name, file)
+            found[entry.name] = _ModelClass(class_name, file, module_name)
     return found
 
 
@@ -733,10 +740,18 @@ def _project_class_names(
     named: dict[str, str] = {}
     added: dict[str, list[str]] = {}
     for name, found in project.items():
-        if found.file is not None and found.file.resolve() == load_file.resolve():
+        if found.file is None:  # torch's own class: spelled by _spell
+            continue
+        if found.file.resolve() == load_file.resolve():
             named[name] = found.name
             continue
         module_name, _, class_name = name.rpartition(".")
+        if module_name == "__main__" and found.module not in ("", "__main__"):
+            return (
+                f"the checkpoint names {name}, a class of the script that saved it; at the load in "
+                f"{report_path(load_file)} that name is {found.module}.{found.name} (imported from "
+                f"{report_path(found.file)}), another class, which would be built from the saved one's pickled state"
+            )
         if module_name == "__main__":
             return (
                 f"the checkpoint names {name}, a class of the running script (__main__), which "
