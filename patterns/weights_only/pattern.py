@@ -177,7 +177,9 @@ class WeightsOnly(Pattern):
         path is given as a pair, ``(np._core.multiarray.scalar, "numpy.core.multiarray.scalar")``.
         A load already inside such a ``with`` gets the missing names added to its list. A whole
         model gets its own classes (``Net`` where the script defines it, ``models.SmallCNN``
-        through the load site's imports) and torch's (``nn.Linear``) listed.
+        through the load site's imports) and torch's (``nn.Linear``) listed; a class of a
+        module the load file already imports from (``from previous_chapters import GPTModel``,
+        the checkpoint also naming ``TransformerBlock``) is added to that ``from ... import``.
 
     Fix safety:
         Safe for plain data; unsafe when classes of a model are allowlisted: the project's own
@@ -191,8 +193,10 @@ class WeightsOnly(Pattern):
 
     Not handled:
         A checkpoint whose globals include anything else (a class of the project that is not an
-        nn.Module, a function, ``functools.partial``, an OmegaConf config), or a model class not
-        imported at the load site: declined with the list of globals and the
+        nn.Module, a function, ``functools.partial``, an OmegaConf config, a NumPy random
+        generator), a model class whose module the load site does not import from, whose name
+        the load file already uses for something else, or saved as ``__main__.Net`` and imported
+        under that name from another module: declined with the list of globals and the
         two remedies (allowlist them with ``safe_globals`` if the file is trusted, or resave the
         checkpoint with plain types). A run without the ``unsafe-globals`` evidence (the list
         of globals is unknown). A load in the header of a compound statement (``for k, v in
