@@ -27,6 +27,13 @@ from repairbot.sources import Sources
 from repairbot.torch_semantics import is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
+# Tensor methods whose result may share memory with the tensor they are called on (a write
+# through the result can reach it); any other method's result is taken as a fresh tensor.
+_SHARING = frozenset({
+    "t", "transpose", "permute", "view", "view_as", "narrow", "select", "expand", "expand_as", "unsqueeze",
+    "squeeze", "swapaxes", "swapdims", "movedim", "diagonal", "unfold", "as_strided", "detach", "unflatten",
+    "reshape", "reshape_as", "flatten", "contiguous", "to", "type_as", "float", "double", "half", "long", "int",
+})
 # ``.view(...)`` and its sibling ``.view_as(other)``, with the method that copies when it must.
 _RESHAPE = {"view": "reshape", "view_as": "reshape_as"}
 
@@ -70,9 +77,12 @@ class ViewNoncontiguous(Pattern):
         Safe: ``reshape`` returns the same view whenever one exists and a copy otherwise, with
         the same values in the same order. The one difference is aliasing: writes into a copy
         do not reach the original tensor. A ``.view`` written through on the spot
-        (``x.t().view(-1)[0] = 1``, ``.view(-1).zero_()``, ``out=x.view(-1)``) is declined;
-        a result that is assigned to a name and later written in place in the same function
-        makes the fix unsafe, with a note.
+        (``x.t().view(-1)[0] = 1``, ``.view(-1).zero_()``, ``out=x.view(-1)``) is declined, and
+        so is a result assigned to a name and written in place later in the same function when
+        that write could be seen through the viewed tensor (an attribute, a parameter, or a name
+        read again after the write): reshape would silently change what the code computes.
+        Written later into a view of a fresh tensor no one reads again, the fix is unsafe, with
+        a note.
 
     Not handled:
         A view taken inside a library (the failing user line calls into another package): the
@@ -143,6 +153,19 @@ class ViewNoncontiguous(Pattern):
         applicability = self.APPLICABILITY
         if later is not None:
             name, line = later
+            seen = _base_seen_after(wrapper, parents, call, line)
+            if seen is not None:
+                return self.decline(
+                    f"`{name}` = `{one_line(module, call)}` at {where} is written in place at {path.name}:{line}, and "
+                    f"{seen}: the code expects that write to reach the tensor the view was taken from, which "
+                    f".{_RESHAPE[method]}() would silently stop (a copy)",
+                    diagnosis=(
+                        "a view of this layout cannot exist: write into the original tensor directly (for "
+                        "example through the transposed view before flattening), or copy on purpose and use the "
+                        "copy afterwards"
+                    ),
+                    at=frame,
+                )
             applicability = Applicability.UNSAFE
             notes = (
                 f"`{name}` is written in place at {path.name}:{line}: with .{_RESHAPE[method]}() it is a copy, so "
@@ -273,6 +296,40 @@ def _written_later(
             continue
         if _writes_name(node, name):
             return name, line
+    return None
+
+
+def _base_seen_after(
+    wrapper: MetadataWrapper, parents: Mapping[cst.CSTNode, cst.CSTNode], call: cst.Call, line: int
+) -> str | None:
+    """Why a write into the view at ``line`` would be seen through the tensor it views: that
+    tensor is an attribute (``self.buf``), a parameter of the function (the caller holds it), or
+    a name read again after the write; None when it is a fresh tensor no one looks at again."""
+    assert isinstance(call.func, cst.Attribute)
+    node: cst.BaseExpression = call.func.value
+    while not isinstance(node, cst.Name):
+        if isinstance(node, cst.Attribute | cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _SHARING:
+            node = node.func.value
+        else:
+            return None  # another call's result: a fresh tensor
+    root = node.value
+    found_function = enclosing(parents, call, cst.FunctionDef)
+    function = found_function if isinstance(found_function, cst.FunctionDef) else None
+    if root == "self":
+        return f"the view is taken from an attribute of `{root}`, which outlives the call"
+    if function is not None:
+        params = function.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+        names += [p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+        if root in names:
+            return f"`{root}` is a parameter of {function.name.value}(), so the caller holds the original tensor"
+    owner = function or wrapper.module
+    positions = spans(wrapper)
+    for found in _walk(owner):
+        if isinstance(found, cst.Name) and found.value == root and found in positions and positions[found].line > line:
+            return f"`{root}` is read again at line {positions[found].line}"
     return None
 
 
