@@ -91,7 +91,8 @@ class ViewNoncontiguous(Pattern):
         diagnosis. A view taken inside a library (the failing user line calls into another package): the
         remedy is to pass a contiguous tensor. Several ``.view`` calls on one line without
         traced columns (a log from Python < 3.11): which one failed is unknown. Aliasing
-        through other names or other functions is not followed.
+        is followed through local assignments (``cells = grid.t() if flag else grid``), not
+        through other functions.
     """
 
     ID = "view-noncontiguous"
@@ -321,33 +322,49 @@ def _base_seen_after(
 ) -> str | None:
     """Why a write into the view at ``line`` would be seen through the tensor it views: that
     tensor is an attribute (``self.buf``), a parameter of the function (the caller holds it), or
-    a name read again after the write; None when it is a fresh tensor no one looks at again."""
+    a name read again after the write, directly or through a local alias (``cells = grid.t() if
+    flag else grid``); None when it is a fresh tensor no one looks at again."""
     assert isinstance(call.func, cst.Attribute)
-    node: cst.BaseExpression = call.func.value
+    found_function = enclosing(parents, call, cst.FunctionDef)
+    function = found_function if isinstance(found_function, cst.FunctionDef) else None
+    owner: cst.CSTNode = function or wrapper.module
+    params: list[str] = []
+    if function is not None:
+        signature = function.params
+        params = [p.name.value for p in (*signature.posonly_params, *signature.params, *signature.kwonly_params)]
+        params += [p.name.value for p in (signature.star_arg, signature.star_kwarg) if isinstance(p, cst.Param)]
+    positions = spans(wrapper)
+    pending, seen = _roots(call.func.value), set()
+    while pending:
+        root = pending.pop()
+        if root in seen:
+            continue
+        seen.add(root)
+        if root == "self":
+            return "the view is taken from an attribute of `self`, which outlives the call"
+        if root in params and function is not None:
+            return f"`{root}` is a parameter of {function.name.value}(), so the caller holds the original tensor"
+        for found in _walk(owner):
+            if isinstance(found, cst.Name) and found.value == root and found in positions and positions[found].line > line:
+                return f"`{root}` is read again at line {positions[found].line}"
+            if isinstance(found, cst.Assign) and any(_is_name(t.target, root) for t in found.targets):
+                pending.extend(_roots(found.value))  # an alias: what it was bound to
+    return None
+
+
+def _roots(node: cst.BaseExpression) -> list[str]:
+    """The names whose memory ``node`` may share: ``x`` of ``x.t()[:, 0]``, both of ``a if c
+    else b``; none for another call's result (a fresh tensor)."""
     while not isinstance(node, cst.Name):
+        if isinstance(node, cst.IfExp):
+            return _roots(node.body) + _roots(node.orelse)
         if isinstance(node, cst.Attribute | cst.Subscript):
             node = node.value
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _SHARING:
             node = node.func.value
         else:
-            return None  # another call's result: a fresh tensor
-    root = node.value
-    found_function = enclosing(parents, call, cst.FunctionDef)
-    function = found_function if isinstance(found_function, cst.FunctionDef) else None
-    if root == "self":
-        return f"the view is taken from an attribute of `{root}`, which outlives the call"
-    if function is not None:
-        params = function.params
-        names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-        names += [p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-        if root in names:
-            return f"`{root}` is a parameter of {function.name.value}(), so the caller holds the original tensor"
-    owner = function or wrapper.module
-    positions = spans(wrapper)
-    for found in _walk(owner):
-        if isinstance(found, cst.Name) and found.value == root and found in positions and positions[found].line > line:
-            return f"`{root}` is read again at line {positions[found].line}"
-    return None
+            return []
+    return [node.value]
 
 
 def _writes_name(node: cst.CSTNode, name: str) -> bool:
