@@ -23,6 +23,7 @@ from repairbot.analysis import (
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
+from repairbot.provenance import integer_value, parameter_names
 from repairbot.sources import Sources
 from repairbot.torch_semantics import is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -328,11 +329,7 @@ def _base_seen_after(
     found_function = enclosing(parents, call, cst.FunctionDef)
     function = found_function if isinstance(found_function, cst.FunctionDef) else None
     owner: cst.CSTNode = function or wrapper.module
-    params: list[str] = []
-    if function is not None:
-        signature = function.params
-        params = [p.name.value for p in (*signature.posonly_params, *signature.params, *signature.kwonly_params)]
-        params += [p.name.value for p in (signature.star_arg, signature.star_kwarg) if isinstance(p, cst.Param)]
+    params = parameter_names(function) if function is not None else []
     positions = spans(wrapper)
     pending, seen = _roots(call.func.value), set()
     while pending:
@@ -498,29 +495,15 @@ def _logical_shape(node: cst.BaseExpression, scope: Scope) -> list[int] | None:
 
 
 def _int_value(node: cst.BaseExpression, scope: Scope) -> int | None:
-    """An integer size as the trace knows it: a literal, a traced int local, ``x.shape[i]`` or
-    ``x.size(i)`` of a traced tensor local, and ``*``, ``//``, ``+``, ``-`` of those."""
-    if isinstance(node, cst.Integer):
-        return int(node.value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        inner = _int_value(node.expression, scope)
-        return -inner if inner is not None else None
+    """An integer size as the trace knows it: literals, traced int names, ``x.shape[i]`` and
+    ``x.size(i)`` of a traced tensor local, and arithmetic of those."""
+    return integer_value(node, lambda leaf: _traced_int(leaf, scope))
+
+
+def _traced_int(node: cst.BaseExpression, scope: Scope) -> int | None:
     if isinstance(node, cst.Name):
         value = scope.locals.get(node.value) or scope.globals.get(node.value)
         return value.value if value is not None and value.kind == "number" and isinstance(value.value, int) else None
-    if isinstance(node, cst.BinaryOperation):
-        left, right = _int_value(node.left, scope), _int_value(node.right, scope)
-        if left is None or right is None:
-            return None
-        if isinstance(node.operator, cst.Multiply):
-            return left * right
-        if isinstance(node.operator, cst.FloorDivide) and right:
-            return left // right
-        if isinstance(node.operator, cst.Add):
-            return left + right
-        if isinstance(node.operator, cst.Subtract):
-            return left - right
-        return None
     shape: list[int] | None = None
     index: int | None = None
     if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape":
