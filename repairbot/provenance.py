@@ -80,15 +80,18 @@ def is_literal(node: cst.BaseExpression) -> bool:
     return False
 
 
-def integer_value(node: cst.BaseExpression) -> int | None:
-    """The value of an integer expression without names (``-1``, ``16 * 5 * 5``, ``2 ** 8``)."""
+def integer_value(
+    node: cst.BaseExpression, leaf: Callable[[cst.BaseExpression], int | None] | None = None
+) -> int | None:
+    """The value of an integer expression without names (``-1``, ``16 * 5 * 5``, ``2 ** 8``);
+    ``leaf`` values any other operand (a name as the run traced it)."""
     if isinstance(node, cst.Integer):
         return int(node.evaluated_value)
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        inner = integer_value(node.expression)
+        inner = integer_value(node.expression, leaf)
         return -inner if inner is not None else None
     if isinstance(node, cst.BinaryOperation):
-        left, right = integer_value(node.left), integer_value(node.right)
+        left, right = integer_value(node.left, leaf), integer_value(node.right, leaf)
         if left is None or right is None:
             return None
         operator = node.operator
@@ -102,7 +105,8 @@ def integer_value(node: cst.BaseExpression) -> int | None:
             return left // right
         if isinstance(operator, cst.Power) and 0 <= right <= 64:
             return int(left**right)
-    return None
+        return None
+    return leaf(node) if leaf is not None else None
 
 
 def parameter_names(function: cst.FunctionDef) -> list[str]:

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import ParentNodeProvider
 
 from repairbot.analysis import (
     DEVICE_NAMES,
@@ -16,6 +18,7 @@ from repairbot.analysis import (
     calls_on_line,
     is_torch_name,
     keyword_arg,
+    place,
 )
 from repairbot.codemod import append_keyword, string_literal
 from repairbot.edits import Edit, Rewrite, SiteNodes
@@ -24,6 +27,9 @@ from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.torch_semantics import CHECKPOINT_LOADERS
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
+
+# The frame of torch that rebuilds a storage pickled with plain pickle (tensor.__reduce__).
+_PICKLED_STORAGE = ("torch/storage.py", "_load_from_bytes")
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,11 @@ class MapLocation(Pattern):
 
     Not handled:
         A ``torch.load`` inside a library (the call is not in the project's code); a call that
-        already passes ``map_location`` or forwards ``**kwargs``.
+        already passes ``map_location`` (a hard-coded ``cuda`` device is the setting to change)
+        or forwards ``**kwargs``; a load in the branch of the script's own switch (``if
+        args.cpu:``) whose other branch already passes ``map_location`` (the run took the GPU
+        path); CUDA tensors in a plain ``pickle`` file (``pickle.load`` has no
+        ``map_location``): declined with the remedy.
     """
 
     ID = "map-location"
@@ -88,6 +98,18 @@ class MapLocation(Pattern):
         frame = failure.user_frame
         if frame is None:
             return self.decline("the checkpoint is loaded inside a library, not in the project's code")
+        if any(not f.user and f.file.endswith(_PICKLED_STORAGE[0]) and f.function == _PICKLED_STORAGE[1] for f in failure.frames):
+            return self.decline(
+                f"the tensors at {place(frame)} come out of a plain pickle (pickle.dump of CUDA tensors), not a "
+                "torch.save checkpoint: pickle.load has no map_location",
+                diagnosis=(
+                    "move the tensors to the CPU (or .item()/.tolist()) before pickling them on the GPU machine, or "
+                    "save them with torch.save; to read this file here, unpickle it with a pickle.Unpickler whose "
+                    "find_class maps torch.storage._load_from_bytes to lambda b: torch.load(io.BytesIO(b), "
+                    "map_location='cpu'), for a file you trust"
+                ),
+                at=frame,
+            )
         path = Path(frame.file)
         wrapper = sources.metadata(path)
         module = wrapper.module
@@ -108,6 +130,14 @@ class MapLocation(Pattern):
             )
         if any(arg.star == "**" for arg in node.args):
             return self.decline("the call forwards **kwargs, which may already carry map_location")
+        switch = _cpu_branch_elsewhere(wrapper, imports, node)
+        if switch is not None:
+            return self.decline(
+                f"the load at {place(frame)} is the branch of `{switch}` that the run took; the other branch "
+                "already loads with map_location: the script's own switch chose the GPU path",
+                diagnosis=f"run with the setting that makes `{switch}` take the CPU branch on a machine without CUDA",
+                at=frame,
+            )
 
         scope = evidence.scope(frame) if evidence else Scope()
         environment = evidence.environment if evidence else Environment()
@@ -154,6 +184,30 @@ def _loader_call(wrapper: Any, imports: ImportTable, frame: Frame) -> tuple[cst.
     ]
     if len(loaders) == 1 and isinstance(loaders[0].node, cst.Call):
         return loaders[0].node, loaders[0].span
+    return None
+
+
+def _cpu_branch_elsewhere(wrapper: Any, imports: ImportTable, call: cst.Call) -> str | None:
+    """The condition of an ``if``/``x if c else y`` around ``call`` whose other branch, which the
+    run did not take, calls a loader with ``map_location`` (the script's own CPU path)."""
+    parents = wrapper.resolve(ParentNodeProvider)
+    child: cst.CSTNode = call
+    node = parents.get(call)
+    while node is not None and not isinstance(node, cst.FunctionDef | cst.Module):
+        others: list[cst.CSTNode] = []
+        if isinstance(node, cst.IfExp) and child is not node.test:
+            others = [node.orelse if child is node.body else node.body]
+        elif isinstance(node, cst.If) and child is not node.test:
+            others = [b for b in (node.body, node.orelse) if b is not None and b is not child]
+        for other in others:
+            for found in m.findall(other, m.Call()):
+                if (
+                    isinstance(found, cst.Call) and is_torch_name(imports.qualify(found.func), *CHECKPOINT_LOADERS)
+                    and keyword_arg(found, "map_location") is not None
+                ):
+                    test = node.test
+                    return " ".join(wrapper.module.code_for_node(test).split())
+        child, node = node, parents.get(node)
     return None
 
 

@@ -23,10 +23,18 @@ from repairbot.analysis import (
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
+from repairbot.provenance import integer_value, parameter_names
 from repairbot.sources import Sources
 from repairbot.torch_semantics import is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
+# Tensor methods whose result may share memory with the tensor they are called on (a write
+# through the result can reach it); any other method's result is taken as a fresh tensor.
+_SHARING = frozenset({
+    "t", "transpose", "permute", "view", "view_as", "narrow", "select", "expand", "expand_as", "unsqueeze",
+    "squeeze", "swapaxes", "swapdims", "movedim", "diagonal", "unfold", "as_strided", "detach", "unflatten",
+    "reshape", "reshape_as", "flatten", "contiguous", "to", "type_as", "float", "double", "half", "long", "int",
+})
 # ``.view(...)`` and its sibling ``.view_as(other)``, with the method that copies when it must.
 _RESHAPE = {"view": "reshape", "view_as": "reshape_as"}
 
@@ -70,15 +78,22 @@ class ViewNoncontiguous(Pattern):
         Safe: ``reshape`` returns the same view whenever one exists and a copy otherwise, with
         the same values in the same order. The one difference is aliasing: writes into a copy
         do not reach the original tensor. A ``.view`` written through on the spot
-        (``x.t().view(-1)[0] = 1``, ``.view(-1).zero_()``, ``out=x.view(-1)``) is declined;
-        a result that is assigned to a name and later written in place in the same function
-        makes the fix unsafe, with a note.
+        (``x.t().view(-1)[0] = 1``, ``.view(-1).zero_()``, ``out=x.view(-1)``) is declined, and
+        so is a result assigned to a name and written in place later in the same function when
+        that write could be seen through the viewed tensor (an attribute, a parameter, or a name
+        read again after the write): reshape would silently change what the code computes.
+        Written later into a view of a fresh tensor no one reads again, the fix is unsafe, with
+        a note.
 
     Not handled:
-        A view taken inside a library (the failing user line calls into another package): the
+        A view whose sizes regroup the dimensions of the tensor's traced shape instead of
+        merging or splitting neighbours (``(b, h, w, c)`` viewed as ``(b, c, h * w)``): the
+        sizes are the bug, and reshape would run with the values scrambled; declined with the
+        diagnosis. A view taken inside a library (the failing user line calls into another package): the
         remedy is to pass a contiguous tensor. Several ``.view`` calls on one line without
         traced columns (a log from Python < 3.11): which one failed is unknown. Aliasing
-        through other names or other functions is not followed.
+        is followed through local assignments (``cells = grid.t() if flag else grid``), not
+        through other functions.
     """
 
     ID = "view-noncontiguous"
@@ -137,12 +152,39 @@ class ViewNoncontiguous(Pattern):
             )
         receiver = one_line(module, func.value)
         scope = evidence.scope(frame) if evidence else Scope()
+        regrouped = _regrouped_shapes(call, scope) if method == "view" else None
+        if regrouped is not None:
+            logical, target = regrouped
+            return self.decline(
+                f"`{one_line(module, call)}` at {where} asks for {shape_text(target)} from a tensor whose shape is "
+                f"{shape_text(logical)} (traced): that regroups its dimensions instead of merging or splitting "
+                "neighbouring ones, so the sizes are what is wrong, not only the layout; .reshape would run and "
+                "scramble the values",
+                diagnosis=(
+                    "put the dimensions in the order you want first (`.permute`/`.transpose`), then merge or split "
+                    "neighbours: for example `x.permute(0, 3, 1, 2).reshape(b, c, h * w)`"
+                ),
+                at=frame,
+            )
         traced = _traced_receiver(scope, func.value)
         later = _written_later(wrapper, parents, call)
         notes: tuple[str, ...] = ()
         applicability = self.APPLICABILITY
         if later is not None:
             name, line = later
+            seen = _base_seen_after(wrapper, parents, call, line)
+            if seen is not None:
+                return self.decline(
+                    f"`{name}` = `{one_line(module, call)}` at {where} is written in place at {path.name}:{line}, and "
+                    f"{seen}: the code expects that write to reach the tensor the view was taken from, which "
+                    f".{_RESHAPE[method]}() would silently stop (a copy)",
+                    diagnosis=(
+                        "a view of this layout cannot exist: write into the original tensor directly (for "
+                        "example through the transposed view before flattening), or copy on purpose and use the "
+                        "copy afterwards"
+                    ),
+                    at=frame,
+                )
             applicability = Applicability.UNSAFE
             notes = (
                 f"`{name}` is written in place at {path.name}:{line}: with .{_RESHAPE[method]}() it is a copy, so "
@@ -276,6 +318,52 @@ def _written_later(
     return None
 
 
+def _base_seen_after(
+    wrapper: MetadataWrapper, parents: Mapping[cst.CSTNode, cst.CSTNode], call: cst.Call, line: int
+) -> str | None:
+    """Why a write into the view at ``line`` would be seen through the tensor it views: that
+    tensor is an attribute (``self.buf``), a parameter of the function (the caller holds it), or
+    a name read again after the write, directly or through a local alias (``cells = grid.t() if
+    flag else grid``); None when it is a fresh tensor no one looks at again."""
+    assert isinstance(call.func, cst.Attribute)
+    found_function = enclosing(parents, call, cst.FunctionDef)
+    function = found_function if isinstance(found_function, cst.FunctionDef) else None
+    owner: cst.CSTNode = function or wrapper.module
+    params = parameter_names(function) if function is not None else []
+    positions = spans(wrapper)
+    pending, seen = _roots(call.func.value), set()
+    while pending:
+        root = pending.pop()
+        if root in seen:
+            continue
+        seen.add(root)
+        if root == "self":
+            return "the view is taken from an attribute of `self`, which outlives the call"
+        if root in params and function is not None:
+            return f"`{root}` is a parameter of {function.name.value}(), so the caller holds the original tensor"
+        for found in _walk(owner):
+            if isinstance(found, cst.Name) and found.value == root and found in positions and positions[found].line > line:
+                return f"`{root}` is read again at line {positions[found].line}"
+            if isinstance(found, cst.Assign) and any(_is_name(t.target, root) for t in found.targets):
+                pending.extend(_roots(found.value))  # an alias: what it was bound to
+    return None
+
+
+def _roots(node: cst.BaseExpression) -> list[str]:
+    """The names whose memory ``node`` may share: ``x`` of ``x.t()[:, 0]``, both of ``a if c
+    else b``; none for another call's result (a fresh tensor)."""
+    while not isinstance(node, cst.Name):
+        if isinstance(node, cst.IfExp):
+            return _roots(node.body) + _roots(node.orelse)
+        if isinstance(node, cst.Attribute | cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _SHARING:
+            node = node.func.value
+        else:
+            return []
+    return [node.value]
+
+
 def _writes_name(node: cst.CSTNode, name: str) -> bool:
     if isinstance(node, cst.AugAssign) and _is_name(node.target, name):
         return True  # `y += 1` on a tensor is in place
@@ -312,6 +400,125 @@ def _traced_receiver(scope: Scope, receiver: cst.BaseExpression) -> str | None:
     if value is None or not value.is_tensor:
         return None
     return f"`{root}` traced as {shape_text(value.shape)} {value.dtype or ''}".rstrip()
+
+
+# Methods that keep a tensor's logical shape (the layout may change, the sizes do not).
+_SAME_SHAPE = frozenset({"contiguous", "float", "double", "half", "long", "int", "detach", "clone", "to", "type_as"})
+
+
+def _regrouped_shapes(call: cst.Call, scope: Scope) -> tuple[list[int], list[int]] | None:
+    """The receiver's traced logical shape and the ``.view`` sizes, when the view does not
+    merely merge or split neighbouring dimensions of it (``(b, h, w, c)`` viewed as ``(b, c,
+    h * w)``): None when it does, or when either shape is not known from the trace."""
+    assert isinstance(call.func, cst.Attribute)
+    logical = _logical_shape(call.func.value, scope)
+    if logical is None:
+        return None
+    args = [arg.value for arg in call.args]
+    if any(arg.star or arg.keyword for arg in call.args):
+        return None
+    if len(args) == 1 and isinstance(args[0], cst.Tuple | cst.List):
+        args = [element.value for element in args[0].elements]
+    sizes = [_int_value(arg, scope) for arg in args]
+    if not sizes or any(size is None for size in sizes):
+        return None
+    target = [size for size in sizes if size is not None]
+    total = 1
+    for size in logical:
+        total *= size
+    known = 1
+    for size in target:
+        if size != -1:
+            known *= size
+    if target.count(-1) > 1 or known == 0 or (-1 in target and total % known) or (-1 not in target and known != total):
+        return None  # not a valid view at all: torch would have said so
+    target = [total // known if size == -1 else size for size in target]
+    return (logical, target) if _regroups(logical, target) else None
+
+
+def _regroups(logical: list[int], target: list[int]) -> bool:
+    """Whether ``target`` takes a run of ``logical``'s dimensions apart into different sizes
+    (``(5, 8)`` as ``(8, 5)``) rather than only merging them or only splitting one."""
+    a = [size for size in logical if size != 1]
+    b = [size for size in target if size != 1]
+    i = j = 0
+    while i < len(a) and j < len(b):
+        start_i, start_j = i, j
+        pa, pb = a[i], b[j]
+        while pa != pb:
+            if pa < pb:
+                i += 1
+                if i == len(a):
+                    return False
+                pa *= a[i]
+            else:
+                j += 1
+                if j == len(b):
+                    return False
+                pb *= b[j]
+        if i > start_i and j > start_j:
+            return True
+        i, j = i + 1, j + 1
+    return False
+
+
+def _logical_shape(node: cst.BaseExpression, scope: Scope) -> list[int] | None:
+    """The shape of ``x.permute(0, 2, 3, 1)``, ``x.transpose(1, 2)``, ``x.t()`` from the traced
+    shape of the local ``x``; None for anything else."""
+    if isinstance(node, cst.Name):
+        value = scope.locals.get(node.value)
+        return list(value.shape) if value is not None and value.is_tensor and value.shape is not None else None
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return None
+    inner = _logical_shape(node.func.value, scope)
+    if inner is None or any(arg.star or arg.keyword for arg in node.args):
+        return None
+    method = node.func.attr.value
+    values = [arg.value for arg in node.args]
+    if len(values) == 1 and isinstance(values[0], cst.Tuple | cst.List):
+        values = [element.value for element in values[0].elements]
+    dims = [_int_value(value, scope) for value in values]
+    if any(d is None for d in dims):
+        return None
+    order = [d % len(inner) for d in dims if d is not None] if inner else []
+    if method in _SAME_SHAPE and not node.args:
+        return inner
+    if method == "t" and not node.args and len(inner) == 2:
+        return [inner[1], inner[0]]
+    if method in ("transpose", "swapaxes", "swapdims") and len(order) == 2:
+        swapped = list(inner)
+        swapped[order[0]], swapped[order[1]] = swapped[order[1]], swapped[order[0]]
+        return swapped
+    if method == "permute" and sorted(order) == list(range(len(inner))):
+        return [inner[d] for d in order]
+    return None
+
+
+def _int_value(node: cst.BaseExpression, scope: Scope) -> int | None:
+    """An integer size as the trace knows it: literals, traced int names, ``x.shape[i]`` and
+    ``x.size(i)`` of a traced tensor local, and arithmetic of those."""
+    return integer_value(node, lambda leaf: _traced_int(leaf, scope))
+
+
+def _traced_int(node: cst.BaseExpression, scope: Scope) -> int | None:
+    if isinstance(node, cst.Name):
+        value = scope.locals.get(node.value) or scope.globals.get(node.value)
+        return value.value if value is not None and value.kind == "number" and isinstance(value.value, int) else None
+    shape: list[int] | None = None
+    index: int | None = None
+    if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape":
+        shape = _logical_shape(node.value.value, scope)
+        element = node.slice[0].slice if len(node.slice) == 1 else None
+        index = _int_value(element.value, scope) if isinstance(element, cst.Index) else None
+    elif (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "size"
+        and len(node.args) == 1
+    ):
+        shape = _logical_shape(node.func.value, scope)
+        index = _int_value(node.args[0].value, scope)
+    if shape is None or index is None or not -len(shape) <= index < len(shape):
+        return None
+    return shape[index]
 
 
 def _root_name(node: cst.BaseExpression) -> str | None:

@@ -19,8 +19,10 @@ from repairbot.analysis import (
     is_torch_name,
     one_line,
     place,
+    reads,
     source_lines,
     spans,
+    traced_line_matches,
 )
 from repairbot.codemod import string_literal
 from repairbot.edits import Edit, Rewrite, SiteNodes
@@ -50,16 +52,65 @@ def is_plain_data(name: str) -> bool:
     return name in PLAIN_DATA or bool(NUMPY_DTYPE_CLASS.match(name))
 
 
-def _import_edits(nodes: SiteNodes, imports: Sequence[str]) -> list[Edit]:
-    """The missing imports inserted before the statement at the extra span; the blank lines
-    and comments above it move above them."""
-    anchors = nodes.extra(cst.SimpleStatementLine)
-    if not imports or not anchors:
-        return []
-    (anchor,) = anchors
+def _import_edits(nodes: SiteNodes, imports: Sequence[str], additions: Sequence[Sequence[str]]) -> list[Edit]:
+    """The missing imports inserted before the statement at the first extra span (the blank
+    lines and comments above it move above them), and the project's classes added to the
+    ``from module import ...`` statements at the last extra spans, one name list each."""
+    extra = list(nodes.site.extra_spans)
+    anchor_spans, from_spans = extra[: len(extra) - len(additions)], extra[len(extra) - len(additions):]
+    edits: list[Edit] = []
+    for span, names in zip(from_spans, additions, strict=True):
+        statement = nodes.at(span, cst.ImportFrom)
+        edits.append(Edit(statement, _extended_import(nodes.module, statement, names, _indent_of(nodes.module, span.line))))
+    if not imports or not anchor_spans:
+        return edits
+    (anchor_span,) = anchor_spans
+    anchor = nodes.at(anchor_span, cst.SimpleStatementLine)
     added: list[cst.BaseStatement] = [cst.parse_statement(code + "\n") for code in imports]
     added[0] = added[0].with_changes(leading_lines=anchor.leading_lines)
-    return [Edit(anchor, cst.FlattenSentinel([*added, anchor.with_changes(leading_lines=[])]))]
+    return [Edit(anchor, cst.FlattenSentinel([*added, anchor.with_changes(leading_lines=[])])), *edits]
+
+
+def _extended_import(module: cst.Module, statement: cst.ImportFrom, names: Sequence[str], indent: str) -> cst.ImportFrom:
+    """``from m import a, b`` with ``names`` appended: in its own layout when it is
+    parenthesized, on its line when that fits in ``_LINE_LENGTH``, else black's layout (one name
+    per line inside parentheses)."""
+    assert not isinstance(statement.names, cst.ImportStar)  # the pattern extends explicit imports only
+    elements = list(statement.names)
+    last = elements[-1]
+    trailing = last.comma if isinstance(last.comma, cst.Comma) else None
+    if statement.lpar is not None:
+        separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        if len(elements) >= 2 and isinstance(elements[-2].comma, cst.Comma):
+            separator = elements[-2].comma
+        elif trailing is not None:
+            separator = trailing
+        added = [cst.ImportAlias(cst.Name(name), comma=separator) for name in names]
+        added[-1] = added[-1].with_changes(comma=trailing if trailing is not None else cst.MaybeSentinel.DEFAULT)
+        return statement.with_changes(names=[*elements[:-1], last.with_changes(comma=separator), *added])
+    flat_separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    flat = statement.with_changes(
+        names=[
+            *(e.with_changes(comma=flat_separator) for e in elements),
+            *(cst.ImportAlias(cst.Name(name), comma=flat_separator) for name in names[:-1]),
+            cst.ImportAlias(cst.Name(names[-1])),
+        ]
+    )
+    if len(indent) + len(module.code_for_node(flat)) <= _LINE_LENGTH:
+        return flat
+
+    def line_break(inner: str) -> cst.ParenthesizedWhitespace:
+        return cst.ParenthesizedWhitespace(
+            first_line=cst.TrailingWhitespace(newline=cst.Newline()), indent=True,
+            last_line=cst.SimpleWhitespace(inner),
+        )
+
+    each = cst.Comma(whitespace_after=line_break(module.default_indent))
+    wrapped = [*(e.with_changes(comma=each) for e in elements), *(cst.ImportAlias(cst.Name(name), comma=each) for name in names)]
+    wrapped[-1] = wrapped[-1].with_changes(comma=cst.Comma(whitespace_after=line_break("")))
+    return statement.with_changes(
+        names=wrapped, lpar=cst.LeftParen(whitespace_after=line_break(module.default_indent)), rpar=cst.RightParen(),
+    )
 
 
 @dataclass(frozen=True)
@@ -69,6 +120,7 @@ class WrapInSafeGlobals(Rewrite):
 
     context: str
     imports: tuple[str, ...]
+    additions: tuple[tuple[str, ...], ...] = ()  # classes added to the file's `from module import ...`
 
     def edits(self, nodes: SiteNodes) -> list[Edit]:
         statement = nodes.node(cst.SimpleStatementLine)
@@ -77,7 +129,7 @@ class WrapInSafeGlobals(Rewrite):
             body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
             leading_lines=statement.leading_lines,
         )
-        return [Edit(statement, wrapped), *_import_edits(nodes, self.imports)]
+        return [Edit(statement, wrapped), *_import_edits(nodes, self.imports, self.additions)]
 
 
 @dataclass(frozen=True)
@@ -87,11 +139,12 @@ class ExtendSafeGlobals(Rewrite):
 
     elements: tuple[str, ...]
     imports: tuple[str, ...]
+    additions: tuple[tuple[str, ...], ...] = ()  # classes added to the file's `from module import ...`
 
     def edits(self, nodes: SiteNodes) -> list[Edit]:
         listed = nodes.node(cst.List)
         extended = _extended(listed, [cst.parse_expression(code) for code in self.elements])
-        return [Edit(listed, extended), *_import_edits(nodes, self.imports)]
+        return [Edit(listed, extended), *_import_edits(nodes, self.imports, self.additions)]
 
 
 class WeightsOnly(Pattern):
@@ -124,7 +177,9 @@ class WeightsOnly(Pattern):
         path is given as a pair, ``(np._core.multiarray.scalar, "numpy.core.multiarray.scalar")``.
         A load already inside such a ``with`` gets the missing names added to its list. A whole
         model gets its own classes (``Net`` where the script defines it, ``models.SmallCNN``
-        through the load site's imports) and torch's (``nn.Linear``) listed.
+        through the load site's imports) and torch's (``nn.Linear``) listed; a class of a
+        module the load file already imports from (``from previous_chapters import GPTModel``,
+        the checkpoint also naming ``TransformerBlock``) is added to that ``from ... import``.
 
     Fix safety:
         Safe for plain data; unsafe when classes of a model are allowlisted: the project's own
@@ -138,8 +193,10 @@ class WeightsOnly(Pattern):
 
     Not handled:
         A checkpoint whose globals include anything else (a class of the project that is not an
-        nn.Module, a function, ``functools.partial``, an OmegaConf config), or a model class not
-        imported at the load site: declined with the list of globals and the
+        nn.Module, a function, ``functools.partial``, an OmegaConf config, a NumPy random
+        generator), a model class whose module the load site does not import from, whose name
+        the load file already uses for something else, or saved as ``__main__.Net`` and imported
+        under that name from another module: declined with the list of globals and the
         two remedies (allowlist them with ``safe_globals`` if the file is trusted, or resave the
         checkpoint with plain types). A run without the ``unsafe-globals`` evidence (the list
         of globals is unknown). A load in the header of a compound statement (``for k, v in
@@ -216,6 +273,11 @@ class WeightsOnly(Pattern):
             )
         path = Path(frame.file)
         wrapper = sources.metadata(path)
+        if not traced_line_matches(wrapper.module.code, frame):
+            return self.decline(
+                f"line {frame.line} of {report_path(path)} is no longer the traced load: the source changed since the run",
+                at=frame,
+            )
         found = _statement_of(wrapper, frame)
         if isinstance(found, str):
             return self.decline(found, diagnosis=_remedy([entry.name for entry in needed]), at=frame)
@@ -229,11 +291,13 @@ class WeightsOnly(Pattern):
         module = wrapper.module
         positions = spans(wrapper)
         where = place(frame)
-        visible = _visible_imports(wrapper, statement)
+        import_lines = _visible_imports(wrapper, statement)
+        visible = ImportTable(cst.Module(body=import_lines))
         project = {name: found for name, found in classes.items() if found.file is not None}
-        named = _project_class_names(project, path, visible)
-        if isinstance(named, str):
-            return self.decline(named, diagnosis=_remedy([entry.name for entry in needed]), at=frame)
+        reached = _project_class_names(project, path, module, import_lines)
+        if isinstance(reached, str):
+            return self.decline(reached, diagnosis=_remedy([entry.name for entry in needed]), at=frame)
+        named = reached.named
         torch_name = _local_name_of(visible, "torch")
         if torch_name is None:
             return self.decline(
@@ -270,6 +334,23 @@ class WeightsOnly(Pattern):
                 f"Unsafe: loading runs the code of {', '.join(sorted(named.values()))} (the project's own "
                 "classes); saving model.state_dict() and loading it into a new model needs no allowlist.",
             )
+        anchors = self._import_anchor(wrapper, spelled)
+        if spelled.imports and not anchors:
+            return self.decline(
+                f"{report_path(path)} has no import statement at module level to add {'; '.join(spelled.imports)} next to",
+                diagnosis=_remedy([entry.name for entry in needed]), at=frame,
+            )
+        from_spans = tuple(positions[statement] for statement, _ in reached.additions)
+        if set(anchors) & {positions[line] for line in import_lines if any(s in line.body for s, _ in reached.additions)}:
+            return self.decline(
+                f"the imports to add and the `from ... import` to extend in {report_path(path)} are one statement",
+                diagnosis=_remedy([entry.name for entry in needed]), at=frame,
+            )
+        additions = tuple(names for _, names in reached.additions)
+        extended = "".join(
+            f"; imported {', '.join(names)} in the file's `from {dotted_name(statement.module or cst.Name(''))} import ...`"
+            for statement, names in reached.additions
+        )
         if existing is not None:
             listed, list_span = existing
             missing = [s for s in spelled.elements if s not in listed]
@@ -280,19 +361,13 @@ class WeightsOnly(Pattern):
                 )
             return Site(
                 pattern=self.ID, file=str(path), span=list_span,
-                rewrite=ExtendSafeGlobals(tuple(missing), tuple(spelled.imports)),
+                rewrite=ExtendSafeGlobals(tuple(missing), tuple(spelled.imports), additions),
                 summary=(
                     f"Added {', '.join(missing)} to the safe_globals([...]) list around {loader} at {where}: "
-                    f"{checkpoint} also holds {names}"
+                    f"{checkpoint} also holds {names}{extended}"
                 ),
                 applicability=applicability, evidence=evidence, evidence_text=evidence_text, notes=notes,
-                extra_spans=self._import_anchor(wrapper, spelled),
-            )
-        anchors = self._import_anchor(wrapper, spelled)
-        if spelled.imports and not anchors:
-            return self.decline(
-                f"{report_path(path)} has no import statement at module level to add {'; '.join(spelled.imports)} next to",
-                diagnosis=_remedy([entry.name for entry in needed]), at=frame,
+                extra_spans=anchors + from_spans,
             )
         context = _context(module, torch_name, spelled.elements, _indent_of(module, positions[statement].line))
         statement_text = one_line(module, statement)
@@ -301,13 +376,13 @@ class WeightsOnly(Pattern):
         shown_context = f"{torch_name}.serialization.safe_globals([{', '.join(spelled.elements)}])"
         return Site(
             pattern=self.ID, file=str(path), span=positions[statement],
-            rewrite=WrapInSafeGlobals(context, tuple(spelled.imports)),
+            rewrite=WrapInSafeGlobals(context, tuple(spelled.imports), additions),
             summary=(
                 f"Wrapped {shown} in `with {shown_context}:` so that weights_only=True (torch >= 2.6) loads "
-                f"{report_path(Path(checkpoint))}, which holds {names}{added}"
+                f"{report_path(Path(checkpoint))}, which holds {names}{added}{extended}"
             ),
             applicability=applicability, evidence=evidence, evidence_text=evidence_text, notes=notes,
-            extra_spans=anchors,
+            extra_spans=anchors + from_spans,
         )
 
     def _import_anchor(self, wrapper: MetadataWrapper, spelled: _Spelling) -> tuple[Span, ...]:
@@ -443,8 +518,9 @@ def _loader_text(wrapper: MetadataWrapper, frame: Frame) -> str:
     return "torch.load"
 
 
-def _visible_imports(wrapper: MetadataWrapper, statement: cst.CSTNode) -> ImportTable:
-    """Imports bound at module level, plus those of the functions around the statement."""
+def _visible_imports(wrapper: MetadataWrapper, statement: cst.CSTNode) -> list[cst.SimpleStatementLine]:
+    """The import statements bound at module level, plus those of the functions around the
+    statement."""
     parents = wrapper.resolve(ParentNodeProvider)
     body = [s for s in wrapper.module.body if _is_import_line(s)]
     node: cst.CSTNode | None = parents.get(statement)
@@ -452,7 +528,7 @@ def _visible_imports(wrapper: MetadataWrapper, statement: cst.CSTNode) -> Import
         if isinstance(node, cst.FunctionDef) and isinstance(node.body, cst.IndentedBlock):
             body.extend(s for s in node.body.body if _is_import_line(s))
         node = parents.get(node)
-    return ImportTable(cst.Module(body=body))
+    return body
 
 
 def _is_import_line(statement: cst.CSTNode) -> TypeGuard[cst.SimpleStatementLine]:
@@ -571,6 +647,7 @@ _NOT_MODULES = re.compile(r"(Uninitialized)?(Parameter|Buffer)\Z")
 class _ModelClass:
     name: str  # the class's name in its module
     file: Path | None  # the project file that defines it; None for torch's own module classes
+    module: str = ""  # the module that defines it in the run (a checkpoint's __main__.Net may be models.Net)
 
 
 def _public_torch_name(target: str) -> str:
@@ -599,7 +676,7 @@ def _model_classes(
         module_name, _, class_name = name.rpartition(".")
         file = Path(script.file) if module_name == "__main__" and script else _module_file(module_name, files)
         if file is not None and _is_module_subclass(sources, file, class_name, files, set()):
-            found[entry.name] = _ModelClass(class_name, file)
+            found[entry.name] = _ModelClass(class_name, file, module_name)
     return found
 
 
@@ -647,26 +724,78 @@ def _is_module_subclass(sources: Sources, file: Path, class_name: str, files: Se
     return False
 
 
+@dataclass(frozen=True)
+class _ProjectNames:
+    named: dict[str, str]  # each project class's global -> the code that names it at the load
+    # the ``from module import ...`` statements that get classes added, with the names added
+    additions: list[tuple[cst.ImportFrom, tuple[str, ...]]]
+
+
 def _project_class_names(
-    project: Mapping[str, _ModelClass], load_file: Path, imports: ImportTable
-) -> dict[str, str] | str:
-    """Each project class as the load site names it: bare in its own file, else through the
-    file's imports; a reason when one is not imported there (its module would be imported by
-    the fix alone, running code the script never ran at that point)."""
+    project: Mapping[str, _ModelClass], load_file: Path, module: cst.Module, imports: Sequence[cst.SimpleStatementLine]
+) -> _ProjectNames | str:
+    """Each project class as the load site names it: bare in its own file, through the file's
+    imports, or added to a ``from models import Net`` of its module that the load already sees
+    (the module is imported by then, so naming another of its classes runs no new code; a name
+    the file already uses is never rebound). A reason when one cannot be named (importing its
+    module at the load would run code the script never ran at that point)."""
+    table = ImportTable(cst.Module(body=list(imports)))
+    used = set(reads(module))
     named: dict[str, str] = {}
+    added: dict[str, list[str]] = {}
     for name, found in project.items():
-        if found.file is not None and found.file.resolve() == load_file.resolve():
+        if found.file is None:  # torch's own class: spelled by _spell
+            continue
+        if found.file.resolve() == load_file.resolve():
             named[name] = found.name
             continue
-        module_name = name.rpartition(".")[0]
-        code = _expression_for(imports, name, {}) if module_name != "__main__" else None
-        if code is None:
+        module_name, _, class_name = name.rpartition(".")
+        if module_name == "__main__" and found.module not in ("", "__main__"):
+            return (
+                f"the checkpoint names {name}, a class of the script that saved it; at the load in "
+                f"{report_path(load_file)} that name is {found.module}.{found.name} (imported from "
+                f"{report_path(found.file)}), another class, which would be built from the saved one's pickled state"
+            )
+        if module_name == "__main__":
+            return (
+                f"the checkpoint names {name}, a class of the running script (__main__), which "
+                f"{report_path(load_file)} cannot import"
+            )
+        code = _expression_for(table, name, {})
+        if code is not None:
+            named[name] = code
+            continue
+        if _from_import_of(imports, module_name) is None:
             return (
                 f"the checkpoint names the project's class {name}, which is not imported at the load in "
-                f"{report_path(load_file)}"
+                f"{report_path(load_file)} (no import of {module_name} there to name it through)"
             )
-        named[name] = code
-    return named
+        if class_name in used:
+            return (
+                f"the checkpoint names the project's class {name}; {report_path(load_file)} imports from "
+                f"{module_name} but already uses the name {class_name} for something else, so importing it "
+                "there would rebind that name"
+            )
+        named[name] = class_name
+        added.setdefault(module_name, []).append(class_name)
+    additions = []
+    for module_name, names in added.items():
+        statement = _from_import_of(imports, module_name)
+        assert statement is not None  # checked above
+        additions.append((statement, tuple(names)))
+    return _ProjectNames(named, additions)
+
+
+def _from_import_of(imports: Sequence[cst.SimpleStatementLine], module_name: str) -> cst.ImportFrom | None:
+    """The first ``from module_name import a, b`` (absolute, not a star import) among ``imports``."""
+    for line in imports:
+        for statement in line.body:
+            if (
+                isinstance(statement, cst.ImportFrom) and not statement.relative and statement.module is not None
+                and dotted_name(statement.module) == module_name and not isinstance(statement.names, cst.ImportStar)
+            ):
+                return statement
+    return None
 
 
 def _kinds_text(needed: Sequence[_Global], classes: Mapping[str, _ModelClass]) -> str:

@@ -2,11 +2,12 @@ import torch
 import torch.nn as nn
 
 
-def augment(batch, noise):
-    """Adds noise to every feature of a (features, batch) tensor, returned as (batch, features)."""
-    flat = batch.t().reshape(-1)
+def noisy_inputs(features, noise):
+    """The (batch, features) inputs of a feature-major (features, batch) table, scaled, with noise."""
+    scaled = features * 2.0
+    flat = scaled.t().view(-1)
     flat += noise * torch.randn_like(flat)
-    return flat.view(batch.shape[1], batch.shape[0])
+    return flat.view(features.shape[1], features.shape[0])
 
 
 def main():
@@ -16,8 +17,8 @@ def main():
     features = torch.randn(5, 16)  # stored feature-major
     targets = features.sum(dim=0, keepdim=True).t()
     for step in range(5):
-        inputs = augment(features, 0.01)
-        loss = nn.functional.mse_loss(model(inputs), targets)
+        inputs = noisy_inputs(features, 0.01)
+        loss = nn.functional.mse_loss(model(inputs), targets * 2.0)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

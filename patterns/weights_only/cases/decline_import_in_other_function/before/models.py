@@ -1,0 +1,21 @@
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.fc(x)) + x
+
+
+class Net(nn.Module):
+    def __init__(self, width=8, classes=3):
+        super().__init__()
+        self.blocks = nn.Sequential(Block(width), Block(width))
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x):
+        return self.head(self.blocks(x))
