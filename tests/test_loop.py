@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import libcst as cst
@@ -152,6 +152,60 @@ def test_same_error_discards_the_fix(script: Path) -> None:
     assert (result.status, result.stop_reason) == (Status.GAVE_UP, StopReason.SAME_ERROR)
     assert result.attempts[0].outcome is Outcome.FAILED_SAME and not result.attempts[0].applied
     assert result.verified == {}
+
+
+TWICE = 'a = "boom1"\nb = "boom1"\nprint(a, b)\n'
+
+
+def test_the_same_mistake_on_another_line_is_progress(script: Path) -> None:
+    # Each remaining boom1 fails the run the same way at line 3; the culprit the pattern
+    # locates moves from line 1 to line 2 once the first is fixed: that fix is kept.
+    script.write_text(TWICE)
+    runner = ScriptedRunner(script, lambda s, r: failed(script, "BoomError", "boom1", 3) if "boom1" in s else passed())
+    result = loop(script, runner).run()
+    assert (result.status, result.stop_reason) == (Status.FIXED, StopReason.PASSING)
+    assert [(a.outcome, a.applied) for a in result.attempts] == [(Outcome.FAILED_OTHER, True), (Outcome.PASSED, True)]
+    assert [a.fix.site.span.line for a in result.attempts if a.fix] == [1, 2]
+    assert any("was kept" in note and "train.py:2" in note for note in result.notes)
+    assert result.verified[script].decode() == 'a = "ok"\nb = "ok"\nprint(a, b)\n'
+
+
+def test_the_same_culprit_again_discards_the_fix(script: Path) -> None:
+    class Keeps(Boom):  # a "fix" that leaves the culprit where it was
+        replacement = "boom1 still"
+
+    script.write_text(TWICE)
+    runner = ScriptedRunner(script, lambda s, r: failed(script, "BoomError", "boom1", 3))
+    result = loop(script, runner, patterns=(Keeps(),)).run()
+    assert (result.status, result.stop_reason) == (Status.GAVE_UP, StopReason.SAME_ERROR)
+    assert [(a.outcome, a.applied) for a in result.attempts] == [(Outcome.FAILED_SAME, False)]
+    assert result.verified == {}
+
+
+def test_a_moved_culprit_is_found_with_the_patterns_rerun_probes(script: Path) -> None:
+    class Traced(Boom):  # locates only with its costly probe's records, like inplace-autograd
+        ID = "traced"
+        RERUN_PROBES = frozenset({"culprit"})
+
+        def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
+            if evidence is None or "culprit" not in evidence.probes:
+                return self.decline("not traced")
+            return super().locate(failure, match, evidence, sources)
+
+    def behave(source: str, request: RunRequest) -> RunResult:
+        if "boom1" not in source:
+            return passed()
+        result = failed(script, "BoomError", "boom1", 3)
+        assert result.evidence is not None
+        return replace(result, evidence=replace(result.evidence, probes=request.probes))
+
+    script.write_text(TWICE)
+    runner = ScriptedRunner(script, behave)
+    result = loop(script, runner, patterns=(Traced(),), max_attempts=2).run()
+    assert (result.status, result.stop_reason) == (Status.FIXED, StopReason.PASSING)
+    # the script, traced; fix 1 verified, then traced again (culprit at line 2); fix 2 verified
+    assert [bool(r.probes) for r in runner.requests] == [False, True, False, True, False]
+    assert [(a.outcome, a.applied) for a in result.attempts] == [(Outcome.FAILED_OTHER, True), (Outcome.PASSED, True)]
 
 
 def test_fix_that_fails_earlier_is_discarded(script: Path) -> None:
