@@ -146,6 +146,8 @@ class Located:
     declines: tuple[Decline, ...] = ()
 
 _NUMBER = re.compile(r"\d+")
+# torch's closing advice, which anomaly mode (on in a tracing rerun) words differently
+_HINT = re.compile(r"\s+Hint: .*$")
 
 
 def failure_key(failure: Failure | None) -> tuple[str, ...] | None:
@@ -155,7 +157,7 @@ def failure_key(failure: Failure | None) -> tuple[str, ...] | None:
     frame = failure.user_frame
     where = (frame.file, frame.function, (frame.code or "").strip()) if frame else ("", "", "")
     first_line = failure.message.strip().splitlines()[0] if failure.message.strip() else ""
-    return (failure.exc_type, _NUMBER.sub("#", first_line), *where)
+    return (failure.exc_type, _NUMBER.sub("#", _HINT.sub("", first_line)), *where)
 
 
 def _worse(before: RunResult, after: RunResult) -> bool:

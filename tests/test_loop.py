@@ -304,6 +304,17 @@ def test_failure_key_ignores_numbers_and_line_shifts(script: Path) -> None:
     assert failure_key(a) == failure_key(b)
 
 
+def test_failure_key_ignores_torchs_hint() -> None:
+    # a tracing rerun in anomaly mode gets torch's other hint: still the same failure
+    modified = "one of the variables needed for gradient computation has been modified by an inplace operation: " \
+        "[torch.FloatTensor [6, 8]], which is output 0 of AsStrided, is at version 1; expected version 0 instead."
+    frames = (Frame("m.py", 30, "<module>", "loss.backward()", user=True),)
+    plain = Failure("RuntimeError", modified + " Hint: enable anomaly detection to find the operation ...", frames=frames)
+    anomaly = Failure("RuntimeError", modified + " Hint: the backtrace further above shows the operation ...", frames=frames)
+    other = Failure("RuntimeError", modified.replace("AsStrided", "Sigmoid") + " Hint: enable ...", frames=frames)
+    assert failure_key(plain) == failure_key(anomaly) != failure_key(other)
+
+
 class Raises(Boom):
     """A pattern with a bug: its locate raises."""
 

@@ -38,11 +38,24 @@ from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 from . import probe
 
 
-def _inplace_ops(evidence: Evidence) -> tuple[Mapping[str, Any], ...]:
-    """The probe's records (probe.py): op, shape, dtype, producer, leaf, version, site,
-    module, module_site of each in-place op since the last successful backward()."""
+def _records(evidence: Evidence) -> tuple[Mapping[str, Any], ...]:
     records = evidence.probe_records.get(probe.EVIDENCE_KEY)
-    return tuple(op for op in records if isinstance(op, Mapping)) if isinstance(records, list | tuple) else ()
+    return tuple(r for r in records if isinstance(r, Mapping)) if isinstance(records, list | tuple) else ()
+
+
+def _inplace_ops(evidence: Evidence) -> tuple[Mapping[str, Any], ...]:
+    """The probe's records (probe.py): op, shape, dtype, producer, leaf, version, storage,
+    site, module, module_site of each in-place op since the last successful backward()."""
+    return tuple(r for r in _records(evidence) if "op" in r)
+
+
+def _changed_saved(evidence: Evidence) -> tuple[Mapping[str, Any], ...]:
+    """The tensors the failing backward() found changed, as the probe read them from the
+    graph: node (the autograd node that saved it), shape, version, storage, forward (the user
+    frames of the forward call that saved it, innermost last)."""
+    found = [r.get("saved") for r in _records(evidence) if "saved" in r]
+    last = found[-1] if found else None
+    return tuple(s for s in last if isinstance(s, Mapping)) if isinstance(last, list) else ()
 
 _MODIFIED = (
     r"one of the variables needed for gradient computation has been modified by an inplace operation"
@@ -281,8 +294,10 @@ class Modified:
 
     @property
     def what(self) -> str:
-        """``the output of Sigmoid ([2, 3])``"""
-        return f"the output of {node_name(self.producer or '?')} ({self.shape_text})"
+        """``the output of Sigmoid ([2, 3])``; ``a [2, 3] tensor without autograd history``"""
+        if self.producer is None:
+            return f"a {self.shape_text} tensor without autograd history"
+        return f"the output of {node_name(self.producer)} ({self.shape_text})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -349,6 +364,39 @@ def _view_culprits(ops: Sequence[Mapping[str, Any]], modified: Modified) -> list
         ):
             found.append(op)
     return found
+
+
+def _saved_tensors_like(saved: Sequence[Mapping[str, Any]], modified: Modified) -> list[Mapping[str, Any]]:
+    """The changed saved tensors that are the one the message names (its shape and version)."""
+    return [
+        s for s in saved
+        if isinstance(s.get("shape"), list) and tuple(s["shape"]) == modified.shape and s.get("version") == modified.version
+    ]
+
+
+def _storage_culprits(
+    ops: Sequence[Mapping[str, Any]], saved: Sequence[Mapping[str, Any]], modified: Modified
+) -> list[Mapping[str, Any]]:
+    """In-place ops on the saved tensor itself or on any tensor that shares its storage (a
+    view of it, its base, another view of the base: they share one version counter), made
+    at or after the version it was saved at."""
+    storages = {s.get("storage") for s in saved if isinstance(s.get("storage"), int)}
+    return [
+        op for op in ops
+        if op.get("storage") in storages and isinstance(op.get("version"), int) and op["version"] >= modified.expected
+    ]
+
+
+def _saved_where(saved: Sequence[Mapping[str, Any]]) -> tuple[str, Frame | None]:
+    """``Addmm (at train.py:18, `h += self.ffn(h)`)``: the autograd node that saved the tensor
+    and the innermost user frame of its forward call (kept by anomaly mode), and that frame."""
+    for record in saved:
+        forward = record.get("forward")
+        frames = [frame_from_json(f) for f in forward if isinstance(f, Mapping)] if isinstance(forward, list) else []
+        if frames:
+            frame = frames[-1]
+            return f"{node_name(str(record.get('node')))} (at {_location(frame)}, `{frame.code or '?'}`)", frame
+    return (node_name(str(saved[0].get("node"))), None) if saved else ("", None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -485,9 +533,13 @@ class InplaceAutograd(Pattern):
         culprit. A tracing rerun records every in-place op on a tensor autograd tracks, with
         its shape, the op that produced the tensor and where it ran (for a module with an
         ``inplace`` switch, where the module was built); the op on a tensor of the message's
-        shape and producer is the one to change. When the saved tensor is a view (``output 0
-        of AsStrided``: ``h += self.ffn(h)`` with ``h = g.view(...)`` changes the reshaped input
-        the Linear saved) and no op matches it, the op on a view of as many elements, made when
+        shape and producer is the one to change. The saved tensor itself is read from the
+        graph when backward() fails (without its version check): an op on its storage (the
+        tensor, a view of it, its base: they share one version counter) links it exactly, so a
+        view printed as ``output 0 of AsStrided`` (``h += self.ffn(h)`` on a 3-D ``h``, whose
+        Linear saved the reshaped view) is found, and the rerun runs in anomaly mode (without
+        its NaN check) so that the forward line that saved the tensor is named when no traced
+        op is linked. Without those records, the op on a view of as many elements, made when
         the shared version counter stood at the saved version, is the one. For ``a leaf Variable that requires grad is
         being used in an in-place operation`` the failing line is the update itself: autograd
         cannot record an in-place change of a leaf it must differentiate with respect to.
@@ -513,10 +565,10 @@ class InplaceAutograd(Pattern):
         ``h = h.masked_fill(mask, 0)`` or a ``clone()`` first); in-place ops whose result is
         used inside a larger expression or bound to another name; methods without an
         out-of-place twin (``copy_``, ``zero_``, ``fill_``, ``normal_``...); a tensor without
-        autograd history changed in place (an input or a buffer; the message names no
-        producer); several statements that each match the message (two same-sized views at
-        the saved version: the trace does not record a view's base); an op on the base of a
-        saved view, or on a view of another size; modules built inside a
+        autograd history changed in place by an op the trace does not see (an input or a
+        buffer changed with no operand that requires grad: the report names the forward line
+        that saved it); several statements that each change the saved tensor's storage;
+        modules built inside a
         library (``torchvision`` models: the report says to switch their ``inplace`` off); a
         leaf update on the same line as its loop header, or in a file that imports no torch
         name; messages of PyTorch before 1.1, which do not name the tensor.
@@ -556,26 +608,47 @@ class InplaceAutograd(Pattern):
                 diagnosis="rerun with a recent PyTorch, or with torch.autograd.set_detect_anomaly(True) "
                 "to see the operation whose saved tensor was changed",
             )
-        if modified.producer is None:
+        traced = evidence is not None and probe.NAME in evidence.probes
+        ops = _inplace_ops(evidence) if evidence is not None else ()
+        saved = _saved_tensors_like(_changed_saved(evidence), modified) if evidence is not None else []
+        saver, saver_frame = _saved_where(saved)
+        # The tensor autograd saved, read from the graph, and the ops on its storage: exact.
+        matching = _storage_culprits(ops, saved, modified)
+        link = "storage" if matching else ""
+        if not matching and modified.producer is None:
+            saved_by = f"; {saver} saved it" if saver_frame is not None else ""
             return self.decline(
                 f"the modified {modified.shape_text} tensor has no autograd history (an input, a buffer or "
-                "a weight changed in place, under no_grad or without requires_grad), and such changes "
-                "are not traced",
+                "a weight changed in place, under no_grad or without requires_grad), and no traced "
+                f"in-place operation shares its storage{saved_by}",
                 diagnosis=f"find where a {modified.shape_text} input, buffer or weight is changed in place "
-                "between the forward pass and backward(), and change a copy instead (x = x * 2, or x.clone())",
+                + (f"after {_location(saver_frame)} and before " if saver_frame is not None else "between the forward pass and ")
+                + "backward(), and change a copy instead (x = x * 2, or x.clone())",
+                at=saver_frame,
             )
-        if evidence is None or probe.NAME not in evidence.probes:
+        if not traced or evidence is None:
             return self.decline("no in-place operations were traced for this failure (the tracing rerun did not run)")
-        matching = [op for op in _inplace_ops(evidence) if _op_matches(op, modified)]
-        through_view = not matching
-        if through_view:
-            matching = _view_culprits(_inplace_ops(evidence), modified)
         if not matching:
+            matching = [op for op in ops if _op_matches(op, modified)]
+            link = "message" if matching else ""
+        if not matching:
+            matching = _view_culprits(ops, modified)
+            link = "view" if matching else ""
+        if not matching:
+            if saver_frame is not None:
+                return self.decline(
+                    f"none of the {len(ops)} traced in-place operations since the last backward() changed "
+                    f"{modified.what}; the tensor was saved by {saver}",
+                    diagnosis=f"the tensor saved at {_location(saver_frame)} is changed in place after that "
+                    "line and before backward() by code the trace does not see: change a copy, or make that "
+                    "change out-of-place",
+                    at=saver_frame,
+                )
             return self.decline(
-                f"none of the {len(_inplace_ops(evidence))} traced in-place operations since the last "
+                f"none of the {len(ops)} traced in-place operations since the last "
                 f"backward() changed {modified.what}",
-                diagnosis="torch.autograd.set_detect_anomaly(True) shows the operation whose saved tensor "
-                "was changed; the in-place change comes after it",
+                diagnosis="look for an in-place change of that tensor between the forward pass and backward() "
+                "(the tracing rerun could not read the forward call that saved it)",
             )
         # The op that raised the version from the saved one broke the check; later ops on the
         # same tensor (or ops seen only through a view) are the fallback.
@@ -597,7 +670,18 @@ class InplaceAutograd(Pattern):
         sites = {(p.site.file, p.site.span, p.site.rewrite) for p in plans if p.site}
         if len(sites) != 1 or plans[0].site is None:
             return self.decline(f"several in-place operations in the statement at {_location(plans[0].where)} changed {modified.what}")
-        if through_view:
+        if link == "storage":
+            op = chosen[0]
+            shared = (
+                "the saved tensor itself" if tuple(op.get("shape") or ()) == modified.shape and op.get("producer")
+                and node_name(str(op.get("producer"))) == node_name(modified.producer or "") else
+                f"a {_shape_text(op.get('shape'))} tensor that shares its storage and version counter with it"
+            )
+            return replace(plans[0].site, evidence_text=(
+                f"{plans[0].site.evidence_text}; the tensor backward() checked was saved by {saver}, and the "
+                f"{op.get('op')} changed {shared}"
+            ), evidence={**plans[0].site.evidence, "link": "storage", "saved_by": saver})
+        if link == "view":
             op = chosen[0]
             return replace(plans[0].site, evidence_text=(
                 f"{plans[0].site.evidence_text}; the {op.get('op')} changed a {_shape_text(op.get('shape'))} view "
@@ -837,7 +921,7 @@ class InplaceAutograd(Pattern):
         return (
             f"backward() found {modified.what} at version {modified.version} instead of {modified.expected}; "
             f"of the {traced} in-place operation{'' if traced == 1 else 's'} traced since the last backward(), "
-            f"the {op.get('op')} on that tensor ({op.get('producer')}, version {op.get('version')}) "
+            f"the {op.get('op')} on that tensor ({op.get('producer') or 'no history'}, version {op.get('version')}) "
             f"was {where}{times}"
         )
 
