@@ -208,6 +208,58 @@ class NoGradMerge(Rewrite):
         ]
 
 
+@dataclass(frozen=True)
+class CloneReads(Rewrite):
+    """``buf[t] = buf[t - 1] * w`` -> ``buf[t] = buf[t - 1].clone() * w``: each read of the
+    buffer ``base`` on the right-hand side of the assignment at the site is cloned (the
+    gradient flows through ``clone()``; only the storage is new)."""
+
+    base: str
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        assign = nodes.node(cst.Assign)
+        reads = buffer_reads(assign.value, self.base, nodes.module)
+        if not reads:
+            raise EditError(f"the assignment reads nothing of {self.base}")
+        return [Edit(read, _clone(read)) for read in reads]
+
+    def cloned(self, assign: cst.Assign, module: cst.Module) -> cst.Assign:
+        """The assignment as the edits leave it (for the report)."""
+        reads = {id(read) for read in buffer_reads(assign.value, self.base, module)}
+
+        class Clone(cst.CSTTransformer):
+            def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
+                return _clone(updated) if id(original) in reads else updated
+
+        return cst.ensure_type(assign.visit(Clone()), cst.Assign)
+
+
+def _clone(read: cst.BaseExpression) -> cst.Call:
+    return cst.Call(func=cst.Attribute(value=read, attr=cst.Name("clone")))
+
+
+def buffer_reads(value: cst.BaseExpression, base: str, module: cst.Module) -> list[cst.Subscript]:
+    """The outermost subscripts of ``base`` in ``value`` (``buf[t - 1]`` of ``buf[t - 1] * w``)
+    that are not already cloned."""
+    found: list[cst.Subscript] = []
+
+    class Reads(cst.CSTVisitor):
+        def visit_Subscript(self, node: cst.Subscript) -> bool:
+            if module.code_for_node(node.value) == base:
+                found.append(node)
+                return False
+            return True
+
+        def visit_Call(self, node: cst.Call) -> bool:
+            # buf[t - 1].clone() (or .detach()) is already a copy of its own
+            func = node.func
+            return not (isinstance(func, cst.Attribute) and func.attr.value in ("clone", "detach")
+                        and isinstance(func.value, cst.Subscript) and module.code_for_node(func.value.value) == base)
+
+    value.visit(Reads())
+    return found
+
+
 def out_of_place_call(call: cst.Call, rewrite: OutOfPlace) -> cst.Call:
     """The call's out-of-place form: ``inplace=True`` dropped, or the method's trailing ``_``."""
     if rewrite.kind == "drop-inplace":
@@ -383,7 +435,8 @@ def _storage_culprits(
     storages = {s.get("storage") for s in saved if isinstance(s.get("storage"), int)}
     return [
         op for op in ops
-        if op.get("storage") in storages and isinstance(op.get("version"), int) and op["version"] >= modified.expected
+        if isinstance(op.get("storage"), int) and op["storage"] in storages
+        and isinstance(op.get("version"), int) and op["version"] >= modified.expected
     ]
 
 
@@ -590,7 +643,7 @@ class InplaceAutograd(Pattern):
     # Whether an op changes a saved tensor depends on the graph's structure, never on how many
     # rows the batch has: the forced batch of 2 fails exactly as the script's own batch does.
     BATCH_INVARIANT = True
-    REWRITES = (OutOfPlace, NoGrad, NoGradMerge)
+    REWRITES = (OutOfPlace, NoGrad, NoGradMerge, CloneReads)
 
     def rerun_probes(self, match: re.Match[str]) -> frozenset[str]:
         # the leaf error fails at the in-place statement itself: there is nothing to trace
@@ -670,7 +723,7 @@ class InplaceAutograd(Pattern):
         sites = {(p.site.file, p.site.span, p.site.rewrite) for p in plans if p.site}
         if len(sites) != 1 or plans[0].site is None:
             return self.decline(f"several in-place operations in the statement at {_location(plans[0].where)} changed {modified.what}")
-        if link == "storage":
+        if link == "storage" and not isinstance(plans[0].site.rewrite, CloneReads):
             op = chosen[0]
             shared = (
                 "the saved tensor itself" if tuple(op.get("shape") or ()) == modified.shape and op.get("producer")
@@ -779,6 +832,10 @@ class InplaceAutograd(Pattern):
         if isinstance(node, cst.Subscript) or (isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Subscript)):
             subscript = cst.ensure_type(node.target if isinstance(node, cst.AugAssign) else node, cst.Subscript)
             base = module.code_for_node(subscript.value)
+            if isinstance(node, cst.Subscript):
+                recurrence = self._clone_saved_read(op, frame, modified, evidence, count, wrapper, subscript, base)
+                if recurrence is not None:
+                    return recurrence
             return self.decline(
                 f"`{frame.code or '?'}` at {_location(frame)} assigns into {modified.what} in place; an "
                 "indexed assignment has no one-token out-of-place form",
@@ -829,6 +886,73 @@ class InplaceAutograd(Pattern):
                 diagnosis=f"write {receiver_code} = {new} and use {receiver_code}", at=frame,
             )
         return self._site(op, modified, evidence, count, frame, span, params, old, new)
+
+    def _clone_saved_read(
+        self,
+        op: Mapping[str, Any],
+        frame: Frame,
+        modified: Modified,
+        evidence: Evidence,
+        count: int,
+        wrapper: MetadataWrapper,
+        subscript: cst.Subscript,
+        base: str,
+    ) -> Site | Decline | None:
+        """A recurrence written into one buffer, ``buf[t] = buf[t - 1] * w``: the product saved
+        its operand, a view of ``buf``, and the next step's assignment into ``buf`` overwrote
+        it. Fixed by cloning the reads of ``buf`` on the right-hand side, when the trace shows
+        the saved tensor is ``buf``'s own storage and the forward call that saved it ran in this
+        very statement; a read of the buffer through another name is diagnosed. None where
+        this is not such a recurrence (an indexed write that reads nothing of its buffer)."""
+        parents = wrapper.resolve(ParentNodeProvider)
+        target = parents.get(subscript)
+        assign = parents.get(target) if isinstance(target, cst.AssignTarget) else None
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or dotted_name(subscript.value) is None:
+            return None
+        saved = [
+            s for s in _saved_tensors_like(_changed_saved(evidence), modified)
+            if s.get("storage") is not None and s.get("storage") == op.get("storage")
+        ]
+        saver, saver_frame = _saved_where(saved)
+        if saver_frame is None or Path(saver_frame.file).resolve() != Path(frame.file).resolve():
+            return None
+        statement = statement_at(wrapper, frame.line)
+        if statement is None or not statement[1].contains_line(saver_frame.line):
+            return None  # saved by another statement: not this one's own read
+        module = wrapper.module
+        reads = buffer_reads(assign.value, base, module)
+        if not reads:
+            return self.decline(
+                f"`{one_line(module, assign)}` at {_location(frame)} writes into {base}, and the tensor {saver} "
+                f"saved from this statement is {base}'s storage, read through another name",
+                diagnosis=f"clone the slice of {base} where it is read (... = {base}[...].clone()) so that later "
+                f"writes into {base} leave the saved value alone; never detach it (that drops its gradient)",
+                at=frame,
+            )
+        span = spans(wrapper)[assign]
+        old = one_line(module, assign)
+        new = one_line(module, CloneReads(base).cloned(assign, module))
+        cloned = ", ".join(sorted({module.code_for_node(r) for r in reads}))
+        return Site(
+            pattern=self.ID,
+            file=frame.file,
+            span=span,
+            rewrite=CloneReads(base),
+            summary=(
+                f"Cloned {cloned} in {old} at {_location(frame)}: {saver.split(' (')[0]} saved it for backward(), "
+                f"and a later assignment into {base} overwrote it"
+            ),
+            applicability=Applicability.SAFE,
+            evidence={
+                **self._evidence(op, modified, evidence, count, after=new),
+                "link": "storage", "saved_by": saver, "cloned": cloned,
+            },
+            evidence_text=(
+                self._evidence_text(op, modified, evidence, count, where=f"`{old}` at {_location(frame)}")
+                + f"; the tensor backward() checked was saved by {saver}, from {base}'s own storage: the "
+                f"assignment of a later step overwrote the {cloned} this one read"
+            ),
+        )
 
     def _call_params(
         self, op: Mapping[str, Any], call: cst.Call, imports: ImportTable, module: cst.Module, frame: Frame

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Set
 NAME = "inplace-ops"
 OPT_IN = True
 # A list: one record per in-place op {op, shape, dtype, producer, leaf, requires_grad, version,
-# storage, site, module, module_site}; after a failing backward(), one last record
+# storage (a number per storage), site, module, module_site}; after a failing backward(), one last record
 # {saved: [{node, shape, version, storage, forward}]}: each tensor saved for backward whose
 # version changed, with the user frames (innermost last) of the forward call that saved it.
 EVIDENCE_KEY = "inplace_ops"
@@ -49,14 +49,25 @@ def _module_in_forward(torch: Any) -> Any:
     return None
 
 
-def _storage(tensor: Any) -> Optional[int]:
-    """The address of the tensor's storage (shared by a view and its base); None if unknown."""
-    try:
-        storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
-        pointer = int(storage.data_ptr())
-    except (RuntimeError, TypeError, AttributeError, NotImplementedError):
-        return None
-    return pointer or None
+class Storages(object):
+    """Numbers the storages seen since the last backward() (a view and its base share one), in
+    the order they are first seen: the same script records the same numbers, never an address."""
+
+    def __init__(self) -> None:
+        self.numbers: Dict[int, int] = {}
+
+    def number(self, tensor: Any) -> Optional[int]:
+        try:
+            storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
+            pointer = int(storage.data_ptr())
+        except (RuntimeError, TypeError, AttributeError, NotImplementedError):
+            return None
+        if not pointer:
+            return None
+        return self.numbers.setdefault(pointer, len(self.numbers) + 1)
+
+    def clear(self) -> None:
+        self.numbers.clear()
 
 
 def _forward_frames(node: Any) -> List[Dict[str, Any]]:
@@ -82,7 +93,7 @@ def _forward_frames(node: Any) -> List[Dict[str, Any]]:
     return frames[-8:]
 
 
-def _saved_tensors(node: Any) -> List[Any]:
+def _saved_tensors(node: Any, storages: Storages) -> List[Any]:
     """The tensors ``node`` saved whose version changed: unpacking them raises the error."""
     from repairbot_harness.frames import shape
 
@@ -105,14 +116,14 @@ def _saved_tensors(node: Any) -> List[Any]:
                 data = saved.data
                 found.append({
                     "node": type(node).__name__, "shape": shape(data), "version": int(data._version),
-                    "storage": _storage(data),
+                    "storage": storages.number(data),
                 })
         except Exception:  # a released or undefined saved tensor
             continue
     return found
 
 
-def _changed_saved_tensors(torch: Any, roots: Any) -> List[Dict[str, Any]]:
+def _changed_saved_tensors(torch: Any, roots: Any, storages: Storages) -> List[Dict[str, Any]]:
     """Every tensor saved in the graph of ``roots`` whose version changed, with its node's
     forward frames."""
     if isinstance(roots, torch.Tensor):
@@ -126,7 +137,7 @@ def _changed_saved_tensors(torch: Any, roots: Any) -> List[Dict[str, Any]]:
         if node is None or node in seen:
             continue
         seen.add(node)
-        saved = _saved_tensors(node)
+        saved = _saved_tensors(node, storages)
         if saved:
             frames = _forward_frames(node)
             for record in saved:
@@ -165,6 +176,7 @@ def install(run: Any) -> Any:
 
     torch, module_sites = run.torch, run.state.module_sites
     ops: List[Dict[str, Any]] = []
+    storages = Storages()
 
     class InplaceRecorder(TorchFunctionMode):  # type: ignore[misc]
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -178,6 +190,7 @@ def install(run: Any) -> Any:
                         self._failed(args[0] if args else kwargs.get("tensors"))
                     raise
                 del ops[:]
+                storages.clear()
                 return result
             inplace = (name.endswith("_") and not name.startswith("_")) or name in _INPLACE_DUNDERS \
                 or kwargs.get("inplace") is True
@@ -189,7 +202,7 @@ def install(run: Any) -> Any:
 
         def _failed(self, roots: Any) -> None:
             try:
-                saved = _changed_saved_tensors(torch, roots)
+                saved = _changed_saved_tensors(torch, roots, storages)
             except Exception:  # the analysis never changes how the script fails
                 saved = []
             ops.append({"saved": saved})
@@ -205,7 +218,7 @@ def install(run: Any) -> Any:
                 "leaf": bool(tensor.is_leaf),
                 "requires_grad": bool(tensor.requires_grad),
                 "version": int(tensor._version),
-                "storage": _storage(tensor),
+                "storage": storages.number(tensor),
                 "site": user_call_site(),
                 "module": type(module).__name__ if module is not None else None,
                 "module_site": module_sites.get(module) if module is not None else None,
