@@ -509,6 +509,13 @@ class RepairLoop:
             site.span.line <= found.span.end_line and found.span.line <= site.span.end_line + added
         ):
             return None
+        # Another candidate for the same culprit (the fix's alternatives) is the first fix having
+        # missed, not a second mistake
+        if any(
+            Path(other.file).resolve() == Path(found.file).resolve() and other.span.line == found.span.line
+            for other in site.alternatives
+        ):
+            return None
         self.notes.append(
             f"The {site.pattern} fix at {self.paths.file(site.file)}:{site.span.line} was kept: the rerun failed "
             f"with the same error, but its culprit is another site ({self.paths.file(found.file)}:{found.span.line}), "

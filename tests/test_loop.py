@@ -182,6 +182,27 @@ def test_the_same_culprit_again_discards_the_fix(script: Path) -> None:
     assert result.verified == {}
 
 
+def test_a_culprit_moved_to_the_fixs_own_alternative_is_no_progress(script: Path) -> None:
+    class Alternatives(Boom):  # first the string at line 1, the one at line 2 its alternative
+        ID = "alternatives"
+
+        def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
+            found = super().locate(failure, match, evidence, sources)
+            if isinstance(found, Decline) or found.span.line != 1:
+                return found
+            other = Site(**{**found.__dict__, "span": Span(2, 4, 2, 11), "evidence": {"candidate": "second"}})
+            return Site(**{**found.__dict__, "evidence": {"candidate": "first"}, "alternatives": (other,)})
+
+    # only the string at line 2 matters: the first candidate is wrong, and the culprit the rerun
+    # locates (line 2) is the alternative of that same fix, so the fix is discarded, not kept
+    script.write_text(TWICE)
+    runner = ScriptedRunner(script, lambda s, r: failed(script, "BoomError", "boom1", 3) if 'b = "boom1"' in s else passed())
+    result = loop(script, runner, patterns=(Alternatives(),)).run()
+    assert (result.status, result.stop_reason) == (Status.FIXED, StopReason.PASSING)
+    assert [(a.outcome, a.applied) for a in result.attempts] == [(Outcome.FAILED_SAME, False), (Outcome.PASSED, True)]
+    assert result.verified[script].decode() == 'a = "boom1"\nb = "ok"\nprint(a, b)\n'
+
+
 def test_a_moved_culprit_is_found_with_the_patterns_rerun_probes(script: Path) -> None:
     class Traced(Boom):  # locates only with its costly probe's records, like inplace-autograd
         ID = "traced"
