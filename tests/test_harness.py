@@ -443,6 +443,20 @@ def test_inplace_probe_records_in_place_ops_since_the_last_backward(tmp_path: Pa
     assert [(f["line"], f["code"]) for f in saved["forward"]][-1] == (11, "h = torch.sigmoid(self.fc(x))")
 
 
+def test_inplace_probe_anomaly_mode_never_checks_for_nan(tmp_path: Path) -> None:
+    # a NaN gradient is the script's own business: anomaly mode (for the forward tracebacks)
+    # must not turn it into a failure the plain run does not have
+    script = write(tmp_path / "train.py", """
+        import torch
+        x = torch.zeros(3, requires_grad=True)
+        (x.sqrt() * 0).sum().backward()
+        print("gradient", x.grad)
+    """)
+    traced = run(tmp_path, script, probes=frozenset({"inplace-ops"}))
+    assert traced.passed, traced.failure
+    assert "inplace-ops" in traced.evidence.probes
+
+
 def test_target_size_warning_becomes_a_failure_at_the_users_call(tmp_path: Path) -> None:
     script = write(tmp_path / "train.py", """
         import torch
