@@ -574,8 +574,10 @@ class InplaceAutograd(Pattern):
     What it fixes:
         An in-place operation (``x += y``, ``x.add_(y)``, ``torch.relu_(x)``, ``F.relu(x,
         inplace=True)``, an ``nn.ReLU(inplace=True)`` layer) on a tensor that an earlier
-        operation saved for its backward pass; and a leaf tensor that requires grad (a
-        hand-made weight) updated in place outside ``torch.no_grad()``.
+        operation saved for its backward pass; a recurrence written into one buffer
+        (``buf[t] = buf[t - 1] * w``) whose saved read a later step overwrites; and a leaf
+        tensor that requires grad (a hand-made weight) updated in place outside
+        ``torch.no_grad()``.
 
     Why it fails:
         Autograd saves some tensors to compute gradients later (sigmoid and ReLU save their
@@ -601,7 +603,9 @@ class InplaceAutograd(Pattern):
         ``h = torch.sigmoid(z)`` then ``h += 1``: ``h = h + 1``. ``h.add_(b)`` alone on its line:
         ``h = h.add(b)``. ``torch.sigmoid_(h)``: ``h = torch.sigmoid(h)``. ``F.relu(h,
         inplace=True)``: ``F.relu(h)``. ``nn.Sequential(..., nn.Sigmoid(), nn.ReLU(inplace=True))``:
-        ``nn.ReLU()`` at the construction, in whatever file builds it. A manual SGD update ``w
+        ``nn.ReLU()`` at the construction, in whatever file builds it. ``h[:, t] =
+        torch.tanh(h[:, t - 1] @ W)``: ``h[:, t - 1].clone() @ W`` (never a detach, which would
+        drop the gradient through time). A manual SGD update ``w
         -= lr * w.grad`` of a leaf: wrapped in ``with torch.no_grad():`` (moved into the
         ``no_grad`` block just above it when there is one).
 
@@ -609,13 +613,17 @@ class InplaceAutograd(Pattern):
         Safe for the out-of-place rewrites and the removal of ``inplace=True``: the same values,
         in a new tensor instead of the saved one (a little more memory). Code that relied on
         another name seeing the change through the shared tensor would no longer see it; the
-        rerun verifies that the script runs. The ``no_grad`` wrap is safe when the update is
+        rerun verifies that the script runs. The ``clone()`` of a recurrence's read is safe: the
+        same values and the same gradient (clone is differentiable), in a copy that later writes
+        into the buffer leave alone. The ``no_grad`` wrap is safe when the update is
         alone in its block; unsafe when the block holds more statements (another update in it
         may need the same treatment, and the next attempt will say so).
 
     Not handled:
-        An in-place assignment to a subscript (``h[mask] = 0``: the report suggests
-        ``h = h.masked_fill(mask, 0)`` or a ``clone()`` first); in-place ops whose result is
+        An in-place assignment to a subscript that is not such a recurrence (``h[mask] = 0``:
+        the report suggests ``h = h.masked_fill(mask, 0)`` or a ``clone()`` first), or a
+        recurrence that reads the buffer through another name (``prev = buf[t - 1]``: diagnosed
+        at that statement); in-place ops whose result is
         used inside a larger expression or bound to another name; methods without an
         out-of-place twin (``copy_``, ``zero_``, ``fill_``, ``normal_``...); a tensor without
         autograd history changed in place by an op the trace does not see (an input or a
