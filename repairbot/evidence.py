@@ -508,14 +508,19 @@ def evidence_from_json(data: Mapping[str, Any], root: Path | None = None) -> Evi
             globals={name: rebase_description(value) for name, value in scope.globals.items()},
         )
 
+    def rebase_value(value: Any) -> Any:
+        # probe records carry frames as plain mappings ("site", "module_site"), also nested
+        # in lists of records (a saved tensor's "forward" frames)
+        if isinstance(value, Mapping) and "file" in value and "line" in value:
+            return {**value, "file": rebase(frame_from_json(value)).file}
+        if isinstance(value, Mapping):
+            return rebase_record(value)
+        if isinstance(value, list):
+            return [rebase_value(item) for item in value]
+        return value
+
     def rebase_record(record: Mapping[str, Any]) -> dict[str, Any]:
-        # probe records carry frames as plain mappings ("site", "module_site")
-        rebased = dict(record)
-        for key, value in record.items():
-            if isinstance(value, Mapping) and "file" in value and "line" in value:
-                frame = rebase(frame_from_json(value))
-                rebased[key] = {**value, "file": frame.file}
-        return rebased
+        return {key: rebase_value(value) for key, value in record.items()}
 
     return replace(
         evidence,

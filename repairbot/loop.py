@@ -146,6 +146,8 @@ class Located:
     declines: tuple[Decline, ...] = ()
 
 _NUMBER = re.compile(r"\d+")
+# torch's closing advice, which anomaly mode (on in a tracing rerun) words differently
+_HINT = re.compile(r"\s+Hint: .*$")
 
 
 def failure_key(failure: Failure | None) -> tuple[str, ...] | None:
@@ -155,7 +157,7 @@ def failure_key(failure: Failure | None) -> tuple[str, ...] | None:
     frame = failure.user_frame
     where = (frame.file, frame.function, (frame.code or "").strip()) if frame else ("", "", "")
     first_line = failure.message.strip().splitlines()[0] if failure.message.strip() else ""
-    return (failure.exc_type, _NUMBER.sub("#", first_line), *where)
+    return (failure.exc_type, _NUMBER.sub("#", _HINT.sub("", first_line)), *where)
 
 
 def _worse(before: RunResult, after: RunResult) -> bool:
@@ -291,6 +293,10 @@ class RepairLoop:
             fix = self._fix(site, new_bytes)
             rerun = self._run(candidate_overlay, why=f"verifying the {site.pattern} fix")
             outcome, keep = self._judge(run, rerun, key)
+            if outcome is Outcome.FAILED_SAME:
+                moved = self._culprit_moved(located.rewrite, candidate_overlay, rerun, key)
+                if moved is not None:
+                    outcome, keep, rerun = Outcome.FAILED_OTHER, True, moved
             attempt = Attempt(
                 n=len(attempts) + 1,
                 failure=failure,
@@ -458,6 +464,64 @@ class RepairLoop:
         if failure_key(after.failure) == key:
             return Outcome.FAILED_SAME, False
         return Outcome.FAILED_OTHER, not _worse(before, after)
+
+    def _culprit_moved(
+        self, fixed: Rewrite, overlay: dict[Path, bytes], rerun: RunResult, key: tuple[str, ...] | None
+    ) -> RunResult | None:
+        """Whether a rerun that failed the same way as before made progress all the same: the
+        same mistake made twice (two residual ``x += ...`` lines) fails with the same message
+        after the first is fixed, and only the culprit the pattern locates in the rerun tells
+        the two apart. The rerun (traced again with the pattern's costly probes when it needs
+        them) when its culprit is at another site than the fix; None when it is the fixed site
+        again, or cannot be located (then the fix did not work)."""
+        pattern, site = fixed.candidate.pattern, fixed.site
+        failure = rerun.failure
+        ranked = candidates(failure, (pattern,)) if failure is not None else []
+        if not ranked or rerun.evidence is None:
+            return None
+        again = ranked[0]
+        needed = pattern.rerun_probes(again.match) - rerun.evidence.probes
+        if needed:
+            rerun = self._run(
+                overlay, probes=needed,
+                why=f"tracing the rerun with {', '.join(sorted(needed))} to see whether the culprit moved",
+            )
+            if failure_key(rerun.failure) != key or rerun.failure is None or rerun.evidence is None:
+                return None
+            ranked = candidates(rerun.failure, (pattern,))
+            if not ranked:
+                return None
+            again = ranked[0]
+        path = Path(site.file)
+        before = self.sources.current(path)
+        self.sources.set(path, fixed.new_bytes)
+        try:
+            found = pattern.locate(again.failure, again.match, rerun.evidence, self.sources)
+        except Exception:  # a pattern that cannot locate it again proves nothing either way
+            return None
+        finally:
+            self.sources.set(path, before)
+        if isinstance(found, Decline):
+            return None
+        # The fixed statement's lines in the new file (a fix may add lines: a no_grad block)
+        added = max(0, fixed.new_bytes.count(b"\n") - before.count(b"\n"))
+        if Path(found.file).resolve() == path.resolve() and (
+            site.span.line <= found.span.end_line and found.span.line <= site.span.end_line + added
+        ):
+            return None
+        # Another candidate for the same culprit (the fix's alternatives) is the first fix having
+        # missed, not a second mistake
+        if any(
+            Path(other.file).resolve() == Path(found.file).resolve() and other.span.line == found.span.line
+            for other in site.alternatives
+        ):
+            return None
+        self.notes.append(
+            f"The {site.pattern} fix at {self.paths.file(site.file)}:{site.span.line} was kept: the rerun failed "
+            f"with the same error, but its culprit is another site ({self.paths.file(found.file)}:{found.span.line}), "
+            "the same mistake made again there."
+        )
+        return rerun
 
     def _attempt_without_fix(
         self, n: int, failure: Failure, ranked: Sequence[Candidate], evidence: Evidence | None, declines: Sequence[Decline]

@@ -427,13 +427,34 @@ def test_inplace_probe_records_in_place_ops_since_the_last_backward(tmp_path: Pa
     # the pattern's probe is loaded (its key is there) but off until it is asked for
     assert plain.evidence.probe_records["inplace_ops"] is None and "inplace-ops" not in plain.evidence.probes
     traced = run(tmp_path, script, probes=frozenset({"inplace-ops"}))
-    assert traced.failure.message == plain.failure.message
-    ops = traced.evidence.probe_records["inplace_ops"]
+    # the same failure; only torch's hint differs, as the rerun is in anomaly mode
+    assert traced.failure.message.split(" Hint:")[0] == plain.failure.message.split(" Hint:")[0]
+    *ops, failed = traced.evidence.probe_records["inplace_ops"]
     first = ops[0]
     assert (first["op"], first["shape"], first["producer"]) == ("add_", [2, 3], "SigmoidBackward0")
     assert (Path(first["site"]["file"]).name, first["site"]["line"], first["site"]["code"]) == ("train.py", 12, "h += 1")
     relu = next(op for op in ops if op["module"] == "ReLU")
     assert relu["module_site"]["line"] == 8 and relu["module_site"]["code"] == "self.act = nn.ReLU(inplace=True)"
+    # the failed backward(): the sigmoid's saved output, read from the graph, shares the
+    # storage of the tensor `h += 1` changed; anomaly mode kept the forward line that saved it
+    (saved,) = failed["saved"]
+    assert (saved["node"], saved["shape"], saved["version"]) == ("SigmoidBackward0", [2, 3], 1)
+    assert saved["storage"] == first["storage"] and saved["storage"] != relu["storage"]
+    assert [(f["line"], f["code"]) for f in saved["forward"]][-1] == (11, "h = torch.sigmoid(self.fc(x))")
+
+
+def test_inplace_probe_anomaly_mode_never_checks_for_nan(tmp_path: Path) -> None:
+    # a NaN gradient is the script's own business: anomaly mode (for the forward tracebacks)
+    # must not turn it into a failure the plain run does not have
+    script = write(tmp_path / "train.py", """
+        import torch
+        x = torch.zeros(3, requires_grad=True)
+        (x.sqrt() * 0).sum().backward()
+        print("gradient", x.grad)
+    """)
+    traced = run(tmp_path, script, probes=frozenset({"inplace-ops"}))
+    assert traced.passed, traced.failure
+    assert "inplace-ops" in traced.evidence.probes
 
 
 def test_target_size_warning_becomes_a_failure_at_the_users_call(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import libcst as cst
@@ -154,6 +154,81 @@ def test_same_error_discards_the_fix(script: Path) -> None:
     assert result.verified == {}
 
 
+TWICE = 'a = "boom1"\nb = "boom1"\nprint(a, b)\n'
+
+
+def test_the_same_mistake_on_another_line_is_progress(script: Path) -> None:
+    # Each remaining boom1 fails the run the same way at line 3; the culprit the pattern
+    # locates moves from line 1 to line 2 once the first is fixed: that fix is kept.
+    script.write_text(TWICE)
+    runner = ScriptedRunner(script, lambda s, r: failed(script, "BoomError", "boom1", 3) if "boom1" in s else passed())
+    result = loop(script, runner).run()
+    assert (result.status, result.stop_reason) == (Status.FIXED, StopReason.PASSING)
+    assert [(a.outcome, a.applied) for a in result.attempts] == [(Outcome.FAILED_OTHER, True), (Outcome.PASSED, True)]
+    assert [a.fix.site.span.line for a in result.attempts if a.fix] == [1, 2]
+    assert any("was kept" in note and "train.py:2" in note for note in result.notes)
+    assert result.verified[script].decode() == 'a = "ok"\nb = "ok"\nprint(a, b)\n'
+
+
+def test_the_same_culprit_again_discards_the_fix(script: Path) -> None:
+    class Keeps(Boom):  # a "fix" that leaves the culprit where it was
+        replacement = "boom1 still"
+
+    script.write_text(TWICE)
+    runner = ScriptedRunner(script, lambda s, r: failed(script, "BoomError", "boom1", 3))
+    result = loop(script, runner, patterns=(Keeps(),)).run()
+    assert (result.status, result.stop_reason) == (Status.GAVE_UP, StopReason.SAME_ERROR)
+    assert [(a.outcome, a.applied) for a in result.attempts] == [(Outcome.FAILED_SAME, False)]
+    assert result.verified == {}
+
+
+def test_a_culprit_moved_to_the_fixs_own_alternative_is_no_progress(script: Path) -> None:
+    class Alternatives(Boom):  # first the string at line 1, the one at line 2 its alternative
+        ID = "alternatives"
+
+        def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
+            found = super().locate(failure, match, evidence, sources)
+            if isinstance(found, Decline) or found.span.line != 1:
+                return found
+            other = Site(**{**found.__dict__, "span": Span(2, 4, 2, 11), "evidence": {"candidate": "second"}})
+            return Site(**{**found.__dict__, "evidence": {"candidate": "first"}, "alternatives": (other,)})
+
+    # only the string at line 2 matters: the first candidate is wrong, and the culprit the rerun
+    # locates (line 2) is the alternative of that same fix, so the fix is discarded, not kept
+    script.write_text(TWICE)
+    runner = ScriptedRunner(script, lambda s, r: failed(script, "BoomError", "boom1", 3) if 'b = "boom1"' in s else passed())
+    result = loop(script, runner, patterns=(Alternatives(),)).run()
+    assert (result.status, result.stop_reason) == (Status.FIXED, StopReason.PASSING)
+    assert [(a.outcome, a.applied) for a in result.attempts] == [(Outcome.FAILED_SAME, False), (Outcome.PASSED, True)]
+    assert result.verified[script].decode() == 'a = "boom1"\nb = "ok"\nprint(a, b)\n'
+
+
+def test_a_moved_culprit_is_found_with_the_patterns_rerun_probes(script: Path) -> None:
+    class Traced(Boom):  # locates only with its costly probe's records, like inplace-autograd
+        ID = "traced"
+        RERUN_PROBES = frozenset({"culprit"})
+
+        def locate(self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources) -> Site | Decline:
+            if evidence is None or "culprit" not in evidence.probes:
+                return self.decline("not traced")
+            return super().locate(failure, match, evidence, sources)
+
+    def behave(source: str, request: RunRequest) -> RunResult:
+        if "boom1" not in source:
+            return passed()
+        result = failed(script, "BoomError", "boom1", 3)
+        assert result.evidence is not None
+        return replace(result, evidence=replace(result.evidence, probes=request.probes))
+
+    script.write_text(TWICE)
+    runner = ScriptedRunner(script, behave)
+    result = loop(script, runner, patterns=(Traced(),), max_attempts=2).run()
+    assert (result.status, result.stop_reason) == (Status.FIXED, StopReason.PASSING)
+    # the script, traced; fix 1 verified, then traced again (culprit at line 2); fix 2 verified
+    assert [bool(r.probes) for r in runner.requests] == [False, True, False, True, False]
+    assert [(a.outcome, a.applied) for a in result.attempts] == [(Outcome.FAILED_OTHER, True), (Outcome.PASSED, True)]
+
+
 def test_fix_that_fails_earlier_is_discarded(script: Path) -> None:
     def behave(source: str, request: RunRequest) -> RunResult:
         if "boom1" in source:
@@ -248,6 +323,17 @@ def test_failure_key_ignores_numbers_and_line_shifts(script: Path) -> None:
     b = Failure("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x512 and 300x10)",
                 frames=(Frame("m.py", 12, "forward", "x = self.fc(x)", user=True),))
     assert failure_key(a) == failure_key(b)
+
+
+def test_failure_key_ignores_torchs_hint() -> None:
+    # a tracing rerun in anomaly mode gets torch's other hint: still the same failure
+    modified = "one of the variables needed for gradient computation has been modified by an inplace operation: " \
+        "[torch.FloatTensor [6, 8]], which is output 0 of AsStrided, is at version 1; expected version 0 instead."
+    frames = (Frame("m.py", 30, "<module>", "loss.backward()", user=True),)
+    plain = Failure("RuntimeError", modified + " Hint: enable anomaly detection to find the operation ...", frames=frames)
+    anomaly = Failure("RuntimeError", modified + " Hint: the backtrace further above shows the operation ...", frames=frames)
+    other = Failure("RuntimeError", modified.replace("AsStrided", "Sigmoid") + " Hint: enable ...", frames=frames)
+    assert failure_key(plain) == failure_key(anomaly) != failure_key(other)
 
 
 class Raises(Boom):

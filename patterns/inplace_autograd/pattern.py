@@ -38,11 +38,24 @@ from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 from . import probe
 
 
-def _inplace_ops(evidence: Evidence) -> tuple[Mapping[str, Any], ...]:
-    """The probe's records (probe.py): op, shape, dtype, producer, leaf, version, site,
-    module, module_site of each in-place op since the last successful backward()."""
+def _records(evidence: Evidence) -> tuple[Mapping[str, Any], ...]:
     records = evidence.probe_records.get(probe.EVIDENCE_KEY)
-    return tuple(op for op in records if isinstance(op, Mapping)) if isinstance(records, list | tuple) else ()
+    return tuple(r for r in records if isinstance(r, Mapping)) if isinstance(records, list | tuple) else ()
+
+
+def _inplace_ops(evidence: Evidence) -> tuple[Mapping[str, Any], ...]:
+    """The probe's records (probe.py): op, shape, dtype, producer, leaf, version, storage,
+    site, module, module_site of each in-place op since the last successful backward()."""
+    return tuple(r for r in _records(evidence) if "op" in r)
+
+
+def _changed_saved(evidence: Evidence) -> tuple[Mapping[str, Any], ...]:
+    """The tensors the failing backward() found changed, as the probe read them from the
+    graph: node (the autograd node that saved it), shape, version, storage, forward (the user
+    frames of the forward call that saved it, innermost last)."""
+    found = [r.get("saved") for r in _records(evidence) if "saved" in r]
+    last = found[-1] if found else None
+    return tuple(s for s in last if isinstance(s, Mapping)) if isinstance(last, list) else ()
 
 _MODIFIED = (
     r"one of the variables needed for gradient computation has been modified by an inplace operation"
@@ -195,6 +208,58 @@ class NoGradMerge(Rewrite):
         ]
 
 
+@dataclass(frozen=True)
+class CloneReads(Rewrite):
+    """``buf[t] = buf[t - 1] * w`` -> ``buf[t] = buf[t - 1].clone() * w``: each read of the
+    buffer ``base`` on the right-hand side of the assignment at the site is cloned (the
+    gradient flows through ``clone()``; only the storage is new)."""
+
+    base: str
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        assign = nodes.node(cst.Assign)
+        reads = buffer_reads(assign.value, self.base, nodes.module)
+        if not reads:
+            raise EditError(f"the assignment reads nothing of {self.base}")
+        return [Edit(read, _clone(read)) for read in reads]
+
+    def cloned(self, assign: cst.Assign, module: cst.Module) -> cst.Assign:
+        """The assignment as the edits leave it (for the report)."""
+        reads = {id(read) for read in buffer_reads(assign.value, self.base, module)}
+
+        class Clone(cst.CSTTransformer):
+            def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
+                return _clone(updated) if id(original) in reads else updated
+
+        return cst.ensure_type(assign.visit(Clone()), cst.Assign)
+
+
+def _clone(read: cst.BaseExpression) -> cst.Call:
+    return cst.Call(func=cst.Attribute(value=read, attr=cst.Name("clone")))
+
+
+def buffer_reads(value: cst.BaseExpression, base: str, module: cst.Module) -> list[cst.Subscript]:
+    """The outermost subscripts of ``base`` in ``value`` (``buf[t - 1]`` of ``buf[t - 1] * w``)
+    that are not already cloned."""
+    found: list[cst.Subscript] = []
+
+    class Reads(cst.CSTVisitor):
+        def visit_Subscript(self, node: cst.Subscript) -> bool:
+            if module.code_for_node(node.value) == base:
+                found.append(node)
+                return False
+            return True
+
+        def visit_Call(self, node: cst.Call) -> bool:
+            # buf[t - 1].clone() (or .detach()) is already a copy of its own
+            func = node.func
+            return not (isinstance(func, cst.Attribute) and func.attr.value in ("clone", "detach")
+                        and isinstance(func.value, cst.Subscript) and module.code_for_node(func.value.value) == base)
+
+    value.visit(Reads())
+    return found
+
+
 def out_of_place_call(call: cst.Call, rewrite: OutOfPlace) -> cst.Call:
     """The call's out-of-place form: ``inplace=True`` dropped, or the method's trailing ``_``."""
     if rewrite.kind == "drop-inplace":
@@ -281,8 +346,10 @@ class Modified:
 
     @property
     def what(self) -> str:
-        """``the output of Sigmoid ([2, 3])``"""
-        return f"the output of {node_name(self.producer or '?')} ({self.shape_text})"
+        """``the output of Sigmoid ([2, 3])``; ``a [2, 3] tensor without autograd history``"""
+        if self.producer is None:
+            return f"a {self.shape_text} tensor without autograd history"
+        return f"the output of {node_name(self.producer)} ({self.shape_text})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -349,6 +416,40 @@ def _view_culprits(ops: Sequence[Mapping[str, Any]], modified: Modified) -> list
         ):
             found.append(op)
     return found
+
+
+def _saved_tensors_like(saved: Sequence[Mapping[str, Any]], modified: Modified) -> list[Mapping[str, Any]]:
+    """The changed saved tensors that are the one the message names (its shape and version)."""
+    return [
+        s for s in saved
+        if isinstance(s.get("shape"), list) and tuple(s["shape"]) == modified.shape and s.get("version") == modified.version
+    ]
+
+
+def _storage_culprits(
+    ops: Sequence[Mapping[str, Any]], saved: Sequence[Mapping[str, Any]], modified: Modified
+) -> list[Mapping[str, Any]]:
+    """In-place ops on the saved tensor itself or on any tensor that shares its storage (a
+    view of it, its base, another view of the base: they share one version counter), made
+    at or after the version it was saved at."""
+    storages = {s.get("storage") for s in saved if isinstance(s.get("storage"), int)}
+    return [
+        op for op in ops
+        if isinstance(op.get("storage"), int) and op["storage"] in storages
+        and isinstance(op.get("version"), int) and op["version"] >= modified.expected
+    ]
+
+
+def _saved_where(saved: Sequence[Mapping[str, Any]]) -> tuple[str, Frame | None]:
+    """``Addmm (at train.py:18, `h += self.ffn(h)`)``: the autograd node that saved the tensor
+    and the innermost user frame of its forward call (kept by anomaly mode), and that frame."""
+    for record in saved:
+        forward = record.get("forward")
+        frames = [frame_from_json(f) for f in forward if isinstance(f, Mapping)] if isinstance(forward, list) else []
+        if frames:
+            frame = frames[-1]
+            return f"{node_name(str(record.get('node')))} (at {_location(frame)}, `{frame.code or '?'}`)", frame
+    return (node_name(str(saved[0].get("node"))), None) if saved else ("", None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -473,8 +574,10 @@ class InplaceAutograd(Pattern):
     What it fixes:
         An in-place operation (``x += y``, ``x.add_(y)``, ``torch.relu_(x)``, ``F.relu(x,
         inplace=True)``, an ``nn.ReLU(inplace=True)`` layer) on a tensor that an earlier
-        operation saved for its backward pass; and a leaf tensor that requires grad (a
-        hand-made weight) updated in place outside ``torch.no_grad()``.
+        operation saved for its backward pass; a recurrence written into one buffer
+        (``buf[t] = buf[t - 1] * w``) whose saved read a later step overwrites; and a leaf
+        tensor that requires grad (a hand-made weight) updated in place outside
+        ``torch.no_grad()``.
 
     Why it fails:
         Autograd saves some tensors to compute gradients later (sigmoid and ReLU save their
@@ -485,9 +588,13 @@ class InplaceAutograd(Pattern):
         culprit. A tracing rerun records every in-place op on a tensor autograd tracks, with
         its shape, the op that produced the tensor and where it ran (for a module with an
         ``inplace`` switch, where the module was built); the op on a tensor of the message's
-        shape and producer is the one to change. When the saved tensor is a view (``output 0
-        of AsStrided``: ``h += self.ffn(h)`` with ``h = g.view(...)`` changes the reshaped input
-        the Linear saved) and no op matches it, the op on a view of as many elements, made when
+        shape and producer is the one to change. The saved tensor itself is read from the
+        graph when backward() fails (without its version check): an op on its storage (the
+        tensor, a view of it, its base: they share one version counter) links it exactly, so a
+        view printed as ``output 0 of AsStrided`` (``h += self.ffn(h)`` on a 3-D ``h``, whose
+        Linear saved the reshaped view) is found, and the rerun runs in anomaly mode (without
+        its NaN check) so that the forward line that saved the tensor is named when no traced
+        op is linked. Without those records, the op on a view of as many elements, made when
         the shared version counter stood at the saved version, is the one. For ``a leaf Variable that requires grad is
         being used in an in-place operation`` the failing line is the update itself: autograd
         cannot record an in-place change of a leaf it must differentiate with respect to.
@@ -496,7 +603,9 @@ class InplaceAutograd(Pattern):
         ``h = torch.sigmoid(z)`` then ``h += 1``: ``h = h + 1``. ``h.add_(b)`` alone on its line:
         ``h = h.add(b)``. ``torch.sigmoid_(h)``: ``h = torch.sigmoid(h)``. ``F.relu(h,
         inplace=True)``: ``F.relu(h)``. ``nn.Sequential(..., nn.Sigmoid(), nn.ReLU(inplace=True))``:
-        ``nn.ReLU()`` at the construction, in whatever file builds it. A manual SGD update ``w
+        ``nn.ReLU()`` at the construction, in whatever file builds it. ``h[:, t] =
+        torch.tanh(h[:, t - 1] @ W)``: ``h[:, t - 1].clone() @ W`` (never a detach, which would
+        drop the gradient through time). A manual SGD update ``w
         -= lr * w.grad`` of a leaf: wrapped in ``with torch.no_grad():`` (moved into the
         ``no_grad`` block just above it when there is one).
 
@@ -504,19 +613,23 @@ class InplaceAutograd(Pattern):
         Safe for the out-of-place rewrites and the removal of ``inplace=True``: the same values,
         in a new tensor instead of the saved one (a little more memory). Code that relied on
         another name seeing the change through the shared tensor would no longer see it; the
-        rerun verifies that the script runs. The ``no_grad`` wrap is safe when the update is
+        rerun verifies that the script runs. The ``clone()`` of a recurrence's read is safe: the
+        same values and the same gradient (clone is differentiable), in a copy that later writes
+        into the buffer leave alone. The ``no_grad`` wrap is safe when the update is
         alone in its block; unsafe when the block holds more statements (another update in it
         may need the same treatment, and the next attempt will say so).
 
     Not handled:
-        An in-place assignment to a subscript (``h[mask] = 0``: the report suggests
-        ``h = h.masked_fill(mask, 0)`` or a ``clone()`` first); in-place ops whose result is
+        An in-place assignment to a subscript that is not such a recurrence (``h[mask] = 0``:
+        the report suggests ``h = h.masked_fill(mask, 0)`` or a ``clone()`` first), or a
+        recurrence that reads the buffer through another name (``prev = buf[t - 1]``: diagnosed
+        at that statement); in-place ops whose result is
         used inside a larger expression or bound to another name; methods without an
         out-of-place twin (``copy_``, ``zero_``, ``fill_``, ``normal_``...); a tensor without
-        autograd history changed in place (an input or a buffer; the message names no
-        producer); several statements that each match the message (two same-sized views at
-        the saved version: the trace does not record a view's base); an op on the base of a
-        saved view, or on a view of another size; modules built inside a
+        autograd history changed in place by an op the trace does not see (an input or a
+        buffer changed with no operand that requires grad: the report names the forward line
+        that saved it); several statements that each change the saved tensor's storage;
+        modules built inside a
         library (``torchvision`` models: the report says to switch their ``inplace`` off); a
         leaf update on the same line as its loop header, or in a file that imports no torch
         name; messages of PyTorch before 1.1, which do not name the tensor.
@@ -538,7 +651,7 @@ class InplaceAutograd(Pattern):
     # Whether an op changes a saved tensor depends on the graph's structure, never on how many
     # rows the batch has: the forced batch of 2 fails exactly as the script's own batch does.
     BATCH_INVARIANT = True
-    REWRITES = (OutOfPlace, NoGrad, NoGradMerge)
+    REWRITES = (OutOfPlace, NoGrad, NoGradMerge, CloneReads)
 
     def rerun_probes(self, match: re.Match[str]) -> frozenset[str]:
         # the leaf error fails at the in-place statement itself: there is nothing to trace
@@ -556,26 +669,47 @@ class InplaceAutograd(Pattern):
                 diagnosis="rerun with a recent PyTorch, or with torch.autograd.set_detect_anomaly(True) "
                 "to see the operation whose saved tensor was changed",
             )
-        if modified.producer is None:
+        traced = evidence is not None and probe.NAME in evidence.probes
+        ops = _inplace_ops(evidence) if evidence is not None else ()
+        saved = _saved_tensors_like(_changed_saved(evidence), modified) if evidence is not None else []
+        saver, saver_frame = _saved_where(saved)
+        # The tensor autograd saved, read from the graph, and the ops on its storage: exact.
+        matching = _storage_culprits(ops, saved, modified)
+        link = "storage" if matching else ""
+        if not matching and modified.producer is None:
+            saved_by = f"; {saver} saved it" if saver_frame is not None else ""
             return self.decline(
                 f"the modified {modified.shape_text} tensor has no autograd history (an input, a buffer or "
-                "a weight changed in place, under no_grad or without requires_grad), and such changes "
-                "are not traced",
+                "a weight changed in place, under no_grad or without requires_grad), and no traced "
+                f"in-place operation shares its storage{saved_by}",
                 diagnosis=f"find where a {modified.shape_text} input, buffer or weight is changed in place "
-                "between the forward pass and backward(), and change a copy instead (x = x * 2, or x.clone())",
+                + (f"after {_location(saver_frame)} and before " if saver_frame is not None else "between the forward pass and ")
+                + "backward(), and change a copy instead (x = x * 2, or x.clone())",
+                at=saver_frame,
             )
-        if evidence is None or probe.NAME not in evidence.probes:
+        if not traced or evidence is None:
             return self.decline("no in-place operations were traced for this failure (the tracing rerun did not run)")
-        matching = [op for op in _inplace_ops(evidence) if _op_matches(op, modified)]
-        through_view = not matching
-        if through_view:
-            matching = _view_culprits(_inplace_ops(evidence), modified)
         if not matching:
+            matching = [op for op in ops if _op_matches(op, modified)]
+            link = "message" if matching else ""
+        if not matching:
+            matching = _view_culprits(ops, modified)
+            link = "view" if matching else ""
+        if not matching:
+            if saver_frame is not None:
+                return self.decline(
+                    f"none of the {len(ops)} traced in-place operations since the last backward() changed "
+                    f"{modified.what}; the tensor was saved by {saver}",
+                    diagnosis=f"the tensor saved at {_location(saver_frame)} is changed in place after that "
+                    "line and before backward() by code the trace does not see: change a copy, or make that "
+                    "change out-of-place",
+                    at=saver_frame,
+                )
             return self.decline(
-                f"none of the {len(_inplace_ops(evidence))} traced in-place operations since the last "
+                f"none of the {len(ops)} traced in-place operations since the last "
                 f"backward() changed {modified.what}",
-                diagnosis="torch.autograd.set_detect_anomaly(True) shows the operation whose saved tensor "
-                "was changed; the in-place change comes after it",
+                diagnosis="look for an in-place change of that tensor between the forward pass and backward() "
+                "(the tracing rerun could not read the forward call that saved it)",
             )
         # The op that raised the version from the saved one broke the check; later ops on the
         # same tensor (or ops seen only through a view) are the fallback.
@@ -597,7 +731,18 @@ class InplaceAutograd(Pattern):
         sites = {(p.site.file, p.site.span, p.site.rewrite) for p in plans if p.site}
         if len(sites) != 1 or plans[0].site is None:
             return self.decline(f"several in-place operations in the statement at {_location(plans[0].where)} changed {modified.what}")
-        if through_view:
+        if link == "storage" and not isinstance(plans[0].site.rewrite, CloneReads):
+            op = chosen[0]
+            shared = (
+                "the saved tensor itself" if tuple(op.get("shape") or ()) == modified.shape and op.get("producer")
+                and node_name(str(op.get("producer"))) == node_name(modified.producer or "") else
+                f"a {_shape_text(op.get('shape'))} tensor that shares its storage and version counter with it"
+            )
+            return replace(plans[0].site, evidence_text=(
+                f"{plans[0].site.evidence_text}; the tensor backward() checked was saved by {saver}, and the "
+                f"{op.get('op')} changed {shared}"
+            ), evidence={**plans[0].site.evidence, "link": "storage", "saved_by": saver})
+        if link == "view":
             op = chosen[0]
             return replace(plans[0].site, evidence_text=(
                 f"{plans[0].site.evidence_text}; the {op.get('op')} changed a {_shape_text(op.get('shape'))} view "
@@ -695,6 +840,10 @@ class InplaceAutograd(Pattern):
         if isinstance(node, cst.Subscript) or (isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Subscript)):
             subscript = cst.ensure_type(node.target if isinstance(node, cst.AugAssign) else node, cst.Subscript)
             base = module.code_for_node(subscript.value)
+            if isinstance(node, cst.Subscript):
+                recurrence = self._clone_saved_read(op, frame, modified, evidence, count, wrapper, subscript, base)
+                if recurrence is not None:
+                    return recurrence
             return self.decline(
                 f"`{frame.code or '?'}` at {_location(frame)} assigns into {modified.what} in place; an "
                 "indexed assignment has no one-token out-of-place form",
@@ -745,6 +894,73 @@ class InplaceAutograd(Pattern):
                 diagnosis=f"write {receiver_code} = {new} and use {receiver_code}", at=frame,
             )
         return self._site(op, modified, evidence, count, frame, span, params, old, new)
+
+    def _clone_saved_read(
+        self,
+        op: Mapping[str, Any],
+        frame: Frame,
+        modified: Modified,
+        evidence: Evidence,
+        count: int,
+        wrapper: MetadataWrapper,
+        subscript: cst.Subscript,
+        base: str,
+    ) -> Site | Decline | None:
+        """A recurrence written into one buffer, ``buf[t] = buf[t - 1] * w``: the product saved
+        its operand, a view of ``buf``, and the next step's assignment into ``buf`` overwrote
+        it. Fixed by cloning the reads of ``buf`` on the right-hand side, when the trace shows
+        the saved tensor is ``buf``'s own storage and the forward call that saved it ran in this
+        very statement; a read of the buffer through another name is diagnosed. None where
+        this is not such a recurrence (an indexed write that reads nothing of its buffer)."""
+        parents = wrapper.resolve(ParentNodeProvider)
+        target = parents.get(subscript)
+        assign = parents.get(target) if isinstance(target, cst.AssignTarget) else None
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or dotted_name(subscript.value) is None:
+            return None
+        saved = [
+            s for s in _saved_tensors_like(_changed_saved(evidence), modified)
+            if s.get("storage") is not None and s.get("storage") == op.get("storage")
+        ]
+        saver, saver_frame = _saved_where(saved)
+        if saver_frame is None or Path(saver_frame.file).resolve() != Path(frame.file).resolve():
+            return None
+        statement = statement_at(wrapper, frame.line)
+        if statement is None or not statement[1].contains_line(saver_frame.line):
+            return None  # saved by another statement: not this one's own read
+        module = wrapper.module
+        reads = buffer_reads(assign.value, base, module)
+        if not reads:
+            return self.decline(
+                f"`{one_line(module, assign)}` at {_location(frame)} writes into {base}, and the tensor {saver} "
+                f"saved from this statement is {base}'s storage, read through another name",
+                diagnosis=f"clone the slice of {base} where it is read (... = {base}[...].clone()) so that later "
+                f"writes into {base} leave the saved value alone; never detach it (that drops its gradient)",
+                at=frame,
+            )
+        span = spans(wrapper)[assign]
+        old = one_line(module, assign)
+        new = one_line(module, CloneReads(base).cloned(assign, module))
+        cloned = ", ".join(sorted({module.code_for_node(r) for r in reads}))
+        return Site(
+            pattern=self.ID,
+            file=frame.file,
+            span=span,
+            rewrite=CloneReads(base),
+            summary=(
+                f"Cloned {cloned} in {old} at {_location(frame)}: {saver.split(' (')[0]} saved it for backward(), "
+                f"and a later assignment into {base} overwrote it"
+            ),
+            applicability=Applicability.SAFE,
+            evidence={
+                **self._evidence(op, modified, evidence, count, after=new),
+                "link": "storage", "saved_by": saver, "cloned": cloned,
+            },
+            evidence_text=(
+                self._evidence_text(op, modified, evidence, count, where=f"`{old}` at {_location(frame)}")
+                + f"; the tensor backward() checked was saved by {saver}, from {base}'s own storage: the "
+                f"assignment of a later step overwrote the {cloned} this one read"
+            ),
+        )
 
     def _call_params(
         self, op: Mapping[str, Any], call: cst.Call, imports: ImportTable, module: cst.Module, frame: Frame
@@ -837,7 +1053,7 @@ class InplaceAutograd(Pattern):
         return (
             f"backward() found {modified.what} at version {modified.version} instead of {modified.expected}; "
             f"of the {traced} in-place operation{'' if traced == 1 else 's'} traced since the last backward(), "
-            f"the {op.get('op')} on that tensor ({op.get('producer')}, version {op.get('version')}) "
+            f"the {op.get('op')} on that tensor ({op.get('producer') or 'no history'}, version {op.get('version')}) "
             f"was {where}{times}"
         )
 
