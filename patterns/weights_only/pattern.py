@@ -42,6 +42,13 @@ _PROBE = probe.NAME
 _NUMPY_ALIAS = "np"
 # A ``with`` line longer than black's default gets the allowlist one global per line.
 _LINE_LENGTH = 88
+# A tab in an indent counts as one level of four columns, as the spaces of a space-indented file
+# would: the layout of a fix must not depend on which of the two the file uses.
+_TAB_COLUMNS = 4
+
+
+def _width(indent: str) -> int:
+    return len(indent.expandtabs(_TAB_COLUMNS))
 
 
 def is_plain_data(name: str) -> bool:
@@ -96,7 +103,7 @@ def _extended_import(module: cst.Module, statement: cst.ImportFrom, names: Seque
             cst.ImportAlias(cst.Name(names[-1])),
         ]
     )
-    if len(indent) + len(module.code_for_node(flat)) <= _LINE_LENGTH:
+    if _width(indent) + len(module.code_for_node(flat)) <= _LINE_LENGTH:
         return flat
 
     def line_break(inner: str) -> cst.ParenthesizedWhitespace:
@@ -443,7 +450,7 @@ def _context(module: cst.Module, torch_name: str, elements: Sequence[str], inden
     inside the brackets are indented relative to the block: LibCST adds the block's own."""
     head = f"{torch_name}.serialization.safe_globals("
     flat = f"{head}[{', '.join(elements)}])"
-    if len(indent) + len("with ") + len(flat) + 1 <= _LINE_LENGTH:
+    if _width(indent) + len("with ") + len(flat) + 1 <= _LINE_LENGTH:
         return flat
     listed = "".join(f"{module.default_indent}{element},{module.default_newline}" for element in elements)
     return f"{head}[{module.default_newline}{listed}])"
