@@ -383,6 +383,51 @@ def test_evidence_is_valid_json_with_schema(tmp_path: Path) -> None:
     assert os.environ.get("OMP_NUM_THREADS") == "1"
 
 
+def _pattern_probe_keys() -> set[str]:
+    """The EVIDENCE_KEY each pattern's probe.py declares, read from its source."""
+    import ast
+
+    from repairbot.registry import probe_files
+
+    keys = set()
+    for path in probe_files():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EVIDENCE_KEY" for t in node.targets):
+                keys.add(ast.literal_eval(node.value))
+    return keys
+
+
+def test_evidence_holds_the_core_keys_and_the_pattern_probes_records_only(tmp_path: Path) -> None:
+    """The core keys are declared once (harness/evidence_keys.py), read by the harness that
+    writes them and by repairbot.evidence, which takes every other key for a pattern probe's."""
+    from repairbot.evidence import evidence_from_json
+    from repairbot.trace.harness.evidence_keys import CORE_KEYS
+
+    script = write(tmp_path / "train.py", "import torch\nprint(torch.nn.Linear(2, 1)(torch.ones(1, 2)))\n")
+    with make_runner(tmp_path, keep_scratch=True) as runner:
+        runner.run(RunRequest(script=script, cwd=tmp_path, probe_files=()))
+        runner.run(RunRequest(script=script, cwd=tmp_path))
+    bare, full = (json.loads((tmp_path / "scratch" / f"run-{n}" / "evidence.json").read_text()) for n in (1, 2))
+    assert set(bare) == CORE_KEYS
+    pattern_keys = _pattern_probe_keys()
+    assert pattern_keys and not pattern_keys & CORE_KEYS
+    assert set(full) == CORE_KEYS | pattern_keys
+    assert set(evidence_from_json(full).probe_records) == pattern_keys
+
+
+def test_a_pattern_probe_may_not_claim_a_core_key(tmp_path: Path) -> None:
+    probe = write(tmp_path / "claims" / "probe.py", """
+        NAME = "claims-limits"
+        EVIDENCE_KEY = "limits"
+
+        def install(run):
+            return lambda: "not the limits"
+    """)
+    result = run(tmp_path, write(tmp_path / "train.py", "print('ran')\n"), probe_files=(probe,))
+    assert result.evidence is None and "ran" not in result.stdout
+    assert "claims 'limits', a key of the harness's core" in result.stderr
+
+
 def test_a_run_killed_at_the_timeout_reports_how_far_it_got(tmp_path: Path) -> None:
     script = write(tmp_path / "train.py", """
         import time, torch
