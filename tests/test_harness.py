@@ -537,6 +537,39 @@ def test_a_forked_run_behaves_as_a_fresh_process(tmp_path: Path) -> None:
     assert len(set(randoms)) == 3
 
 
+def test_a_forked_run_lists_the_same_imported_user_files_as_a_fresh_one(tmp_path: Path) -> None:
+    """The warm server decides once which of the modules it imported are the user's; a fork
+    keeps those decisions (a new library root or harness file can only take files away from
+    the user) and lists exactly what a fresh process lists."""
+    if RUNNER_KIND == "warm":
+        pytest.skip("compares both kinds itself")
+    project = tmp_path / "project"
+    write(project / "helpers" / "__init__.py", "")
+    write(project / "helpers" / "data.py", "import numpy\nSIZE = 3\n")
+    script = write(project / "train.py", "import torch\nfrom helpers.data import SIZE\nprint(torch.ones(SIZE))\n")
+    listed = {}
+    for kind in ("fresh", "warm"):
+        with make_runner(tmp_path / kind, kind) as runner:
+            result = runner.run(RunRequest(script=script, cwd=project))
+            assert result.passed and result.evidence is not None, result.stderr
+            listed[kind] = sorted(result.evidence.imported_files)
+    assert listed["fresh"] == listed["warm"]
+    assert listed["fresh"] == sorted(str(p) for p in (script, project / "helpers" / "__init__.py", project / "helpers" / "data.py"))
+
+
+def test_code_ownership_keeps_only_the_decisions_a_new_root_cannot_change(tmp_path: Path) -> None:
+    from repairbot.trace.harness.frames import CodeOwnership
+
+    ownership = CodeOwnership()
+    script = write(tmp_path / "project" / "train.py", "")
+    vendored = write(tmp_path / "vendor" / "lib.py", "")
+    assert ownership.is_user_file(str(script)) and ownership.is_user_file(str(vendored))
+    ownership.add_library_root(str(tmp_path / "vendor"))
+    assert ownership.is_user_file(str(script)) and not ownership.is_user_file(str(vendored))
+    ownership.add_harness_file(str(tmp_path / "project" / "probe.py"))  # a probe beside it: the harness's folder
+    assert not ownership.is_user_file(str(script))
+
+
 def test_layer_sites_record_traced_size_values_and_the_call_chain(tmp_path: Path) -> None:
     """Every sized layer kind, one record type: the traced values of the names, attribute
     chains and constant subscripts of its size arguments, the sizes in scope, and the
