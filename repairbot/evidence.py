@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from repairbot.trace.harness.evidence_keys import CORE_KEYS
 from repairbot.tracebacks import worker_exception, worker_frames
 from repairbot.types import Failure, Frame, HealthFinding
 
@@ -597,16 +598,10 @@ def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
         shadowed_files=tuple(files.get("shadowed", ())),
         suppressed_deletes=tuple(files.get("suppressed_deletes", ())),
         probes=frozenset(data.get("probes") or ()),
-        probe_records={key: value for key, value in data.items() if key not in _CORE_KEYS},
+        # every key but those the harness's core writes is a pattern probe's
+        probe_records={key: value for key, value in data.items() if key not in CORE_KEYS},
         health=health_from_json(data["health"]) if data.get("health") is not None else None,
     )
-
-
-# What the harness's core writes; every other key of evidence.json is a pattern probe's.
-_CORE_KEYS = frozenset({
-    "schema", "outcome", "exit_code", "exception", "stopped_at", "limits", "progress", "linears",
-    "layer_sites", "probes", "health", "imported_files", "environment", "files",
-})
 
 
 def health_from_json(items: Sequence[Mapping[str, Any]]) -> tuple[HealthFinding, ...]:

@@ -383,6 +383,51 @@ def test_evidence_is_valid_json_with_schema(tmp_path: Path) -> None:
     assert os.environ.get("OMP_NUM_THREADS") == "1"
 
 
+def _pattern_probe_keys() -> set[str]:
+    """The EVIDENCE_KEY each pattern's probe.py declares, read from its source."""
+    import ast
+
+    from repairbot.registry import probe_files
+
+    keys = set()
+    for path in probe_files():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EVIDENCE_KEY" for t in node.targets):
+                keys.add(ast.literal_eval(node.value))
+    return keys
+
+
+def test_evidence_holds_the_core_keys_and_the_pattern_probes_records_only(tmp_path: Path) -> None:
+    """The core keys are declared once (harness/evidence_keys.py), read by the harness that
+    writes them and by repairbot.evidence, which takes every other key for a pattern probe's."""
+    from repairbot.evidence import evidence_from_json
+    from repairbot.trace.harness.evidence_keys import CORE_KEYS
+
+    script = write(tmp_path / "train.py", "import torch\nprint(torch.nn.Linear(2, 1)(torch.ones(1, 2)))\n")
+    with make_runner(tmp_path, keep_scratch=True) as runner:
+        runner.run(RunRequest(script=script, cwd=tmp_path, probe_files=()))
+        runner.run(RunRequest(script=script, cwd=tmp_path))
+    bare, full = (json.loads((tmp_path / "scratch" / f"run-{n}" / "evidence.json").read_text()) for n in (1, 2))
+    assert set(bare) == CORE_KEYS
+    pattern_keys = _pattern_probe_keys()
+    assert pattern_keys and not pattern_keys & CORE_KEYS
+    assert set(full) == CORE_KEYS | pattern_keys
+    assert set(evidence_from_json(full).probe_records) == pattern_keys
+
+
+def test_a_pattern_probe_may_not_claim_a_core_key(tmp_path: Path) -> None:
+    probe = write(tmp_path / "claims" / "probe.py", """
+        NAME = "claims-limits"
+        EVIDENCE_KEY = "limits"
+
+        def install(run):
+            return lambda: "not the limits"
+    """)
+    result = run(tmp_path, write(tmp_path / "train.py", "print('ran')\n"), probe_files=(probe,))
+    assert result.evidence is None and "ran" not in result.stdout
+    assert "claims 'limits', a key of the harness's core" in result.stderr
+
+
 def test_a_run_killed_at_the_timeout_reports_how_far_it_got(tmp_path: Path) -> None:
     script = write(tmp_path / "train.py", """
         import time, torch
@@ -511,6 +556,39 @@ def test_a_forked_run_behaves_as_a_fresh_process(tmp_path: Path) -> None:
     assert outputs["fresh"] == outputs["warm"]
     # every run seeds Python's and torch's generators afresh, as a new interpreter does
     assert len(set(randoms)) == 3
+
+
+def test_a_forked_run_lists_the_same_imported_user_files_as_a_fresh_one(tmp_path: Path) -> None:
+    """The warm server decides once which of the modules it imported are the user's; a fork
+    keeps those decisions (a new library root or harness file can only take files away from
+    the user) and lists exactly what a fresh process lists."""
+    if RUNNER_KIND == "warm":
+        pytest.skip("compares both kinds itself")
+    project = tmp_path / "project"
+    write(project / "helpers" / "__init__.py", "")
+    write(project / "helpers" / "data.py", "import numpy\nSIZE = 3\n")
+    script = write(project / "train.py", "import torch\nfrom helpers.data import SIZE\nprint(torch.ones(SIZE))\n")
+    listed = {}
+    for kind in ("fresh", "warm"):
+        with make_runner(tmp_path / kind, kind) as runner:
+            result = runner.run(RunRequest(script=script, cwd=project))
+            assert result.passed and result.evidence is not None, result.stderr
+            listed[kind] = sorted(result.evidence.imported_files)
+    assert listed["fresh"] == listed["warm"]
+    assert listed["fresh"] == sorted(str(p) for p in (script, project / "helpers" / "__init__.py", project / "helpers" / "data.py"))
+
+
+def test_code_ownership_keeps_only_the_decisions_a_new_root_cannot_change(tmp_path: Path) -> None:
+    from repairbot.trace.harness.frames import CodeOwnership
+
+    ownership = CodeOwnership()
+    script = write(tmp_path / "project" / "train.py", "")
+    vendored = write(tmp_path / "vendor" / "lib.py", "")
+    assert ownership.is_user_file(str(script)) and ownership.is_user_file(str(vendored))
+    ownership.add_library_root(str(tmp_path / "vendor"))
+    assert ownership.is_user_file(str(script)) and not ownership.is_user_file(str(vendored))
+    ownership.add_harness_file(str(tmp_path / "project" / "probe.py"))  # a probe beside it: the harness's folder
+    assert not ownership.is_user_file(str(script))
 
 
 def test_layer_sites_record_traced_size_values_and_the_call_chain(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import types
 from typing import Any, Dict
 
 from . import realos
-from .frames import OWNERSHIP, frame_record, short_site
+from .frames import OWNERSHIP, frame_record, loaded_module_files, short_site
 from .frames import shape as _shape
 
 SCHEMA = "repairbot.evidence/1"
@@ -182,10 +182,8 @@ def _safe_str(exc: Any) -> Any:
 
 def _imported_user_files(script: Any) -> Any:
     files = {script}
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        # some extension-backed modules carry a bare, relative __file__: not a real file
-        if path and os.path.isabs(path) and OWNERSHIP.is_user_file(path):
+    for path in loaded_module_files():
+        if OWNERSHIP.is_user_file(path):
             files.add(os.path.abspath(path))
     return sorted(files)
 

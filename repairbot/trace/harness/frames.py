@@ -38,27 +38,37 @@ class CodeOwnership:
         # the launcher and the probe files of patterns, loaded by path: the harness's too
         self.harness_files: Set[str] = set()
         self._cache: Dict[str, bool] = {}
+        self._user_files: Set[str] = set()  # the files ``_cache`` says are the user's
         self._harness_cache: Dict[str, bool] = {}
 
     def add_library_root(self, path: str) -> None:
         root = os.path.realpath(path).rstrip(os.sep) + os.sep
         self.library_roots = self.library_roots + (root,)
-        self._cache.clear()
+        self._forget_user_files()
 
     def add_harness_file(self, path: str) -> None:
         self.harness_files.add(os.path.realpath(os.path.abspath(path)))
-        self._cache.clear()
+        self._forget_user_files()
         self._harness_cache.clear()
+
+    def _forget_user_files(self) -> None:
+        # A new library root or harness file can only take files away from the user: what was
+        # decided not the user's stays so (a forked run keeps the server's decisions on the
+        # modules it imported, each a realpath through the file guard's stat otherwise).
+        for filename in self._user_files:
+            del self._cache[filename]
+        self._user_files.clear()
 
     def is_harness_file(self, filename: str) -> bool:
         """A file of the harness itself (its frames are trimmed from tracebacks)."""
         cached = self._harness_cache.get(filename)
         if cached is None:
             path = os.path.realpath(os.path.abspath(filename)) if filename else ""
-            cached = self._harness_cache[filename] = bool(path) and (
-                path in self.harness_files or path.startswith(HARNESS_DIR + os.sep)
-            )
+            cached = self._harness_cache[filename] = bool(path) and self._is_harness_path(path)
         return cached
+
+    def _is_harness_path(self, real_path: str) -> bool:
+        return real_path in self.harness_files or real_path.startswith(HARNESS_DIR + os.sep)
 
     def is_user_file(self, filename: str) -> bool:
         cached = self._cache.get(filename)
@@ -66,6 +76,8 @@ class CodeOwnership:
             return cached
         result = self._decide(filename)
         self._cache[filename] = result
+        if result:
+            self._user_files.add(filename)
         return result
 
     def _decide(self, filename: str) -> bool:
@@ -73,7 +85,7 @@ class CodeOwnership:
             # <stdin>, <string>, <frozen ...>: not a file of the user's project
             return False
         path = os.path.realpath(os.path.abspath(filename))
-        if self.is_harness_file(path) or any(os.path.dirname(path) == os.path.dirname(f) for f in self.harness_files):
+        if self._is_harness_path(path) or any(os.path.dirname(path) == os.path.dirname(f) for f in self.harness_files):
             return False
         parts = path.replace("\\", "/").split("/")
         if "site-packages" in parts or "dist-packages" in parts:
@@ -83,6 +95,17 @@ class CodeOwnership:
 
 # One per process: which files are the user's does not change from one probe to the next.
 OWNERSHIP = CodeOwnership()
+
+
+def loaded_module_files() -> List[str]:
+    """The files of the modules imported so far (absolute paths only: some extension-backed
+    modules carry a bare, relative ``__file__``, not a real file)."""
+    files = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and path and os.path.isabs(path):
+            files.append(path)
+    return files
 
 
 def _char_col(filename: str, lineno: int, byte_col: Optional[int]) -> Optional[int]:

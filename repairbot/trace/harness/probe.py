@@ -21,6 +21,7 @@ import types
 from typing import Any, Callable, Iterable, List, Optional
 
 from .context import Run
+from .evidence_keys import CORE_KEYS
 from .frames import OWNERSHIP
 
 
@@ -57,6 +58,8 @@ def load_probe_file(path: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     OWNERSHIP.add_harness_file(path)
     spec.loader.exec_module(module)
+    if getattr(module, "EVIDENCE_KEY", None) in CORE_KEYS:
+        raise ImportError("the probe file %s claims %r, a key of the harness's core" % (path, module.EVIDENCE_KEY))
     return module
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from . import realos
 from .evidence import flush_and_exit
+from .frames import OWNERSHIP, loaded_module_files
 from .main import run
 
 
@@ -22,6 +23,17 @@ def _warm_up() -> None:
             __import__(name)
         except Exception:
             pass
+    try:  # the core's probes and the health checks, compiled once here rather than in every run
+        from . import probes  # noqa: F401
+        from .health import checks
+
+        checks()
+    except Exception:  # a broken probe fails in the run itself, as it would in a fresh process
+        pass
+    # which of them are the user's (none, as a rule), decided once: each run's evidence lists
+    # the user's imported files, and every fork would otherwise resolve the same ~2,000 paths
+    for path in loaded_module_files():
+        OWNERSHIP.is_user_file(path)
 
 
 def _exit_status(status: Any) -> Any:

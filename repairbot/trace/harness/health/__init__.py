@@ -15,9 +15,12 @@ This package imports without torch: the main process reads the checks' documenta
 import importlib
 import inspect
 import os
-from typing import List, Type
+from typing import TYPE_CHECKING, Callable, List, Type
 
-from .core import HealthCheck, HealthCore
+from .core import Finding, HealthCheck, HealthCore
+
+if TYPE_CHECKING:  # the main process imports this package: only what the checks need at run time
+    from ..context import Run
 
 NAME = "health"
 EVIDENCE_KEY = "health"
@@ -46,17 +49,17 @@ def checks() -> List[Type[HealthCheck]]:
     return sorted(found, key=lambda check: (check.ORDER, check.ID))
 
 
-def enabled(run):
+def enabled(run: "Run") -> bool:
     return bool(run.config.get("limits", {}).get("health", True))
 
 
-def install(run):
-    core = HealthCore(run.state, run.torch, run.hooks)
+def install(run: "Run") -> Callable[[], List[Finding]]:
+    core = HealthCore(run.state, run.torch, run.torch_hooks())
     installed = [check(core) for check in checks()]
     core.install()
 
-    def findings():
-        found = []
+    def findings() -> List[Finding]:
+        found: List[Finding] = []
         for check in installed:
             try:
                 result = check.findings()

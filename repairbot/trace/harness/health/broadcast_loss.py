@@ -2,9 +2,10 @@
 
 import json
 import os
+from typing import Any, Dict, List, Sequence, Tuple
 
 from ..frames import user_call_site
-from .core import HealthCheck
+from .core import Finding, HealthCheck, HealthCore
 
 # Functional losses that broadcast input against target without a word (mse/l1/smooth_l1/huber
 # warn "Using a target size ...": a pattern fixes that; the BCE ones raise): torch's names are
@@ -47,31 +48,31 @@ class BroadcastLoss(HealthCheck):
     TITLE = "A loss broadcasts its input against its target"
     ORDER = 50
 
-    def __init__(self, core):
+    def __init__(self, core: HealthCore) -> None:
         HealthCheck.__init__(self, core)
-        self.found = []
+        self.found: List[Finding] = []
         self.custom_losses = 0  # user-defined loss modules whose forward is running
-        self._custom_loss_classes = {}
+        self._custom_loss_classes: Dict[type, bool] = {}
         self._loss_base = getattr(core.torch.nn.modules.loss, "_Loss", None)
         for name in _SILENT_LOSSES:
             self._wrap_loss(name)
         core.on_forward_pre(self.forward_pre)
         core.on_forward(self.forward)
 
-    def _wrap_loss(self, name):
+    def _wrap_loss(self, name: str) -> None:
         functional = self.core.torch.nn.functional
         if getattr(functional, name, None) is None:
             return
         check = self
 
-        def loss(real, input, target, *args, **kwargs):
+        def loss(real: Any, input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
             if not check.custom_losses:
                 check.check(name, input, target)
             return real(input, target, *args, **kwargs)
 
         self.core.hooks.around(functional, name, loss)
 
-    def _is_custom_loss(self, module):
+    def _is_custom_loss(self, module: Any) -> bool:
         """A loss the user wrote: a ``_Loss`` subclass, or a module whose class is named so."""
         cls = type(module)
         known = self._custom_loss_classes.get(cls)
@@ -83,17 +84,17 @@ class BroadcastLoss(HealthCheck):
             self._custom_loss_classes[cls] = known
         return known
 
-    def forward_pre(self, module, args):
+    def forward_pre(self, module: Any, args: Any) -> None:
         if self._is_custom_loss(module):
             self.custom_losses += 1
 
-    def forward(self, module, args, output):
+    def forward(self, module: Any, args: Any, output: Any) -> None:
         if self._is_custom_loss(module):
             self.custom_losses = max(0, self.custom_losses - 1)
             if len(args) >= 2:
                 self.check(type(module).__name__, args[0], args[1])
 
-    def check(self, name, input, target):
+    def check(self, name: str, input: Any, target: Any) -> None:
         torch = self.core.torch
         if len(self.found) >= _MAX_FINDINGS or not isinstance(input, torch.Tensor) \
                 or not isinstance(target, torch.Tensor):
@@ -119,16 +120,16 @@ class BroadcastLoss(HealthCheck):
                     "broadcast_shape": list(shape), "step": self.core.state.steps + 1}
         self.found.append(self.finding(user_call_site(), message, evidence))
 
-    def findings(self):
+    def findings(self) -> List[Finding]:
         return self.found
 
 
-def _numel(shape):
+def _numel(shape: Sequence[int]) -> int:
     count = 1
     for size in shape:
         count *= size
     return count
 
 
-def _shape_text(shape):
+def _shape_text(shape: Tuple[int, ...]) -> str:
     return "(%s)" % ", ".join(str(s) for s in shape) if len(shape) != 1 else "(%d,)" % shape[0]

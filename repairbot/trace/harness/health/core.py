@@ -10,9 +10,20 @@ the checks to read their documentation.
 
 import hashlib
 import weakref
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
-from ..frames import user_call_site
+from ..frames import FrameRecord, user_call_site
+
+if TYPE_CHECKING:  # the main process imports the checks: only what they need at run time
+    from ..hooks import TorchHooks
+    from ..state import RunState
+
+# A finding as evidence.json holds it (id, file, line, message, evidence, level); what a
+# check's findings() gives: one, a list of them, or None
+Finding = Dict[str, Any]
+Findings = Union[Finding, List[Finding], None]
+# What one optimizer's steps or one pass over a DataLoader showed, as plain data
+Record = Dict[str, Any]
 
 _HEALTH_MAX_SAMPLES = 4096  # sample hashes kept per pass over a DataLoader
 
@@ -34,15 +45,17 @@ class HealthCheck(object):
     LINT_RULE: Optional[str] = None
     ORDER = 0
 
-    def __init__(self, core):
+    def __init__(self, core: "HealthCore") -> None:
         self.core = core
 
-    def finding(self, site, message, evidence, level=None):
+    def finding(
+        self, site: Optional[FrameRecord], message: str, evidence: Dict[str, Any], level: Optional[str] = None,
+    ) -> Finding:
         file, line = (site or {}).get("file"), (site or {}).get("line")
         return {"id": self.ID, "file": file, "line": line, "message": message, "evidence": evidence,
                 "level": level or self.LEVEL}
 
-    def findings(self):
+    def findings(self) -> Findings:
         """A finding, a list of them, or None."""
         return None
 
@@ -50,65 +63,67 @@ class HealthCheck(object):
 class HealthCore(object):
     """The observations of one run that the checks share."""
 
-    def __init__(self, state, torch, hooks):
+    def __init__(self, state: "RunState", torch: Any, hooks: "TorchHooks") -> None:
         self.state = state
         self.torch = torch
         self.hooks = hooks
         self.backwards = 0
         self.resets = 0  # zero_grad() calls of any optimizer or module
         self.depth = 0  # modules whose forward is running
-        self.roots = weakref.WeakSet()  # modules called while no other module ran
-        self.called = weakref.WeakSet()
-        self.called_with_grad = weakref.WeakSet()  # modules whose forward ran with grad mode on
+        self.roots: "weakref.WeakSet[Any]" = weakref.WeakSet()  # modules called while no other module ran
+        self.called: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.called_with_grad: "weakref.WeakSet[Any]" = weakref.WeakSet()  # modules whose forward ran with grad mode on
         # what each optimizer's steps showed, as plain data: the script's objects are gone by
         # the time the findings are written (main() has returned)
-        self.optimizers = weakref.WeakKeyDictionary()  # optimizer -> its record
-        self.records = []
+        self.optimizers: "weakref.WeakKeyDictionary[Any, Record]" = weakref.WeakKeyDictionary()  # optimizer -> its record
+        self.records: List[Record] = []
         # every optimizer the script built (any Optimizer subclass, wherever it was built),
         # stepped yet or not: a GAN's discriminator optimizer steps after the generator's
-        self.created = weakref.WeakSet()
-        self.output_sites = weakref.WeakKeyDictionary()  # root module -> where its output was used
-        self.serials = weakref.WeakKeyDictionary()  # root module -> a number that is never reused
+        self.created: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        # root module -> where its output was used
+        self.output_sites: "weakref.WeakKeyDictionary[Any, Optional[FrameRecord]]" = weakref.WeakKeyDictionary()
+        self.serials: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()  # root module -> a number that is never reused
         self.serial_count = 0
-        self.active_passes = []  # per DataLoader pass running: serials of the root modules it called
+        self.active_passes: List[Set[int]] = []  # per DataLoader pass running: serials of the root modules it called
         self.pass_clock = 0  # DataLoader passes started so far
-        self.loaders = weakref.WeakKeyDictionary()  # DataLoader -> (serial, construction site)
-        self.passes = []  # finished passes over DataLoaders
-        self._backward = []
-        self._step = []
-        self._live_step = []
-        self._forward_pre = []
-        self._forward = []
-        self._pass_end = []
+        # DataLoader -> (serial, construction site)
+        self.loaders: "weakref.WeakKeyDictionary[Any, Tuple[int, Optional[FrameRecord]]]" = weakref.WeakKeyDictionary()
+        self.passes: List[Record] = []  # finished passes over DataLoaders
+        self._backward: List[Callable[[Any], None]] = []
+        self._step: List[Callable[[Any, Record], None]] = []
+        self._live_step: List[Callable[[Any, Record, List[Any], List[Any]], None]] = []
+        self._forward_pre: List[Callable[[Any, Any], None]] = []
+        self._forward: List[Callable[[Any, Any, Any], None]] = []
+        self._pass_end: List[Callable[[Any, Record], None]] = []
 
     # subscriptions ---------------------------------------------------------------------------
-    def on_backward(self, fn):
+    def on_backward(self, fn: Callable[[Any], None]) -> None:
         """``fn(tensors)`` before each ``torch.autograd.backward`` (``backwards`` counts it)."""
         self._backward.append(fn)
 
-    def on_step(self, fn):
+    def on_step(self, fn: Callable[[Any, Record], None]) -> None:
         """``fn(optimizer, record)`` before every optimizer step."""
         self._step.append(fn)
 
-    def on_live_step(self, fn):
+    def on_live_step(self, fn: Callable[[Any, Record, List[Any], List[Any]], None]) -> None:
         """``fn(optimizer, record, params, holding)`` before a step at which some of the
         optimizer's parameters hold a gradient (``holding``), after the record noted them."""
         self._live_step.append(fn)
 
-    def on_forward_pre(self, fn):
+    def on_forward_pre(self, fn: Callable[[Any, Any], None]) -> None:
         """``fn(module, args)`` as a module's forward starts."""
         self._forward_pre.append(fn)
 
-    def on_forward(self, fn):
+    def on_forward(self, fn: Callable[[Any, Any, Any], None]) -> None:
         """``fn(module, args, output)`` as a module's forward ends."""
         self._forward.append(fn)
 
-    def on_pass_end(self, fn):
+    def on_pass_end(self, fn: Callable[[Any, Record], None]) -> None:
         """``fn(loader, record)`` when a pass over a DataLoader that yielded a batch ends."""
         self._pass_end.append(fn)
 
     # installation ----------------------------------------------------------------------------
-    def install(self):
+    def install(self) -> None:
         torch = self.torch
         self._wrap_backward()
         self._wrap_optimizer_init()
@@ -119,10 +134,10 @@ class HealthCore(object):
         self.hooks.forward.add(self.forward_hook)
         self._wrap_dataloader()
 
-    def _wrap_backward(self):
+    def _wrap_backward(self) -> None:
         core = self
 
-        def backward(real_backward, tensors, *args, **kwargs):
+        def backward(real_backward: Callable[..., Any], tensors: Any, *args: Any, **kwargs: Any) -> Any:
             core.backwards += 1
             for fn in core._backward:
                 fn(tensors)
@@ -130,10 +145,10 @@ class HealthCore(object):
 
         self.hooks.around(self.torch.autograd, "backward", backward)
 
-    def _wrap_optimizer_init(self):
+    def _wrap_optimizer_init(self) -> None:
         core = self
 
-        def optimizer_init(real_init, self, *args, **kwargs):
+        def optimizer_init(real_init: Callable[..., Any], self: Any, *args: Any, **kwargs: Any) -> None:
             real_init(self, *args, **kwargs)
             try:
                 core.created.add(self)
@@ -142,33 +157,33 @@ class HealthCore(object):
 
         self.hooks.around(self.torch.optim.Optimizer, "__init__", optimizer_init)
 
-    def _wrap_zero_grad(self, owner):
+    def _wrap_zero_grad(self, owner: type) -> None:
         core = self
 
-        def zero_grad(real, self, *args, **kwargs):
+        def zero_grad(real: Callable[..., Any], self: Any, *args: Any, **kwargs: Any) -> Any:
             core.resets += 1
             return real(self, *args, **kwargs)
 
         self.hooks.around(owner, "zero_grad", zero_grad)
 
-    def _wrap_dataloader(self):
+    def _wrap_dataloader(self) -> None:
         core = self
 
-        def dataloader_init(real_init, self, *args, **kwargs):
+        def dataloader_init(real_init: Callable[..., Any], self: Any, *args: Any, **kwargs: Any) -> None:
             real_init(self, *args, **kwargs)
             try:
                 core.loaders[self] = (len(core.loaders) + len(core.passes), user_call_site())
             except TypeError:
                 pass
 
-        def dataloader_iter(real_iter, self):
+        def dataloader_iter(real_iter: Callable[[Any], Any], self: Any) -> Iterator[Any]:
             return core.watch_pass(self, real_iter(self))
 
         self.hooks.dataloader("__init__", dataloader_init)
         self.hooks.dataloader("__iter__", dataloader_iter)
 
     # hooks -----------------------------------------------------------------------------------
-    def forward_pre_hook(self, module, args):
+    def forward_pre_hook(self, module: Any, args: Any) -> None:
         if self.depth == 0:
             self.roots.add(module)
             if self.active_passes:
@@ -186,7 +201,7 @@ class HealthCore(object):
             fn(module, args)
         return None
 
-    def forward_hook(self, module, args, output):
+    def forward_hook(self, module: Any, args: Any, output: Any) -> None:
         self.depth = max(0, self.depth - 1)
         if self.depth == 0 and module not in self.output_sites:
             tensor = first_tensor(output)
@@ -196,7 +211,7 @@ class HealthCore(object):
             fn(module, args, output)
         return None
 
-    def step_pre_hook(self, optimizer, args, kwargs):
+    def step_pre_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         record = self.optimizers.get(optimizer)
         if record is None:
             record = {"type": type(optimizer).__name__, "steps": 0, "live_steps": 0, "site": None,
@@ -214,11 +229,11 @@ class HealthCore(object):
         if record["site"] is None:
             record["site"] = user_call_site()
         self._note_parameters(record, params)
-        for fn in self._live_step:
-            fn(optimizer, record, params, holding)
+        for live in self._live_step:
+            live(optimizer, record, params, holding)
         return None
 
-    def _note_parameters(self, record, params):
+    def _note_parameters(self, record: Record, params: List[Any]) -> None:
         """Which parameters have had a gradient at a step, on which devices they are."""
         seen = record["params"]
         for p in params:
@@ -231,11 +246,11 @@ class HealthCore(object):
                 info["grad"] = True
 
     # passes over DataLoaders -------------------------------------------------------------------
-    def watch_pass(self, loader, iterator):
+    def watch_pass(self, loader: Any, iterator: Any) -> Iterator[Any]:
         steps, backwards = self.state.steps, self.backwards
-        hashes = {}
+        hashes: Dict[str, int] = {}
         batches = 0
-        called = set()
+        called: Set[int] = set()
         self.active_passes.append(called)
         self.pass_clock += 1
         started = self.pass_clock
@@ -263,12 +278,12 @@ class HealthCore(object):
                     fn(loader, record)
                 self.passes.append(record)
 
-    def _hash_samples(self, batch, hashes):
+    def _hash_samples(self, batch: Any, hashes: Dict[str, int]) -> None:
         """Count one hash per sample of ``batch``: its row of every tensor the batch holds."""
         torch = self.torch
-        leaves = []
+        leaves: List[Any] = []
 
-        def collect(value):
+        def collect(value: Any) -> None:
             if isinstance(value, torch.Tensor):
                 leaves.append(value)
             elif isinstance(value, (list, tuple)):
@@ -299,25 +314,25 @@ class HealthCore(object):
             hashes[key] = hashes.get(key, 0) + 1
 
     # the modules of the run ------------------------------------------------------------------
-    def root_modules(self):
+    def root_modules(self) -> List[Any]:
         """The outermost modules called, without those inside another one."""
         roots = list(self.roots)
-        inner = set()
+        inner: Set[int] = set()
         for root in roots:
             for child in root.modules():
                 if child is not root:
                     inner.add(id(child))
         return [r for r in roots if id(r) not in inner]
 
-    def parameter_names(self):
+    def parameter_names(self) -> Dict[int, Tuple[Any, str]]:
         """id(parameter) -> (root module, its qualified name there)."""
-        names = {}
+        names: Dict[int, Tuple[Any, str]] = {}
         for root in self.root_modules():
             for name, p in root.named_parameters():
                 names.setdefault(id(p), (root, name))
         return names
 
-    def module_name(self, module):
+    def module_name(self, module: Any) -> Optional[str]:
         """``Net.encoder.0``: the module's qualified name under its root module."""
         for root in self.root_modules():
             if root is module:
@@ -328,6 +343,6 @@ class HealthCore(object):
         return None
 
 
-def first_tensor(output):
+def first_tensor(output: Any) -> Any:
     """A module's output, or the first item of a tuple or list it returns."""
     return output[0] if isinstance(output, (tuple, list)) and output else output

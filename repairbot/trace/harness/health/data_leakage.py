@@ -2,9 +2,16 @@
 
 import sys
 import weakref
+from typing import Any, List, Optional, Set, Tuple, Union
 
 from ..frames import outside_harness, short_site
-from .core import HealthCheck
+from .core import Finding, HealthCheck, HealthCore, Record
+
+# The indices a loader or sampler can yield: a set, None for any index of its dataset, or
+# _UNKNOWN (a sampler that does not say)
+Indices = Union[Set[int], None, str]
+# How an evaluation pass overlaps training: (how, overlap count, evaluation samples, training pass)
+Overlap = Tuple[str, int, Optional[int], Record]
 
 # the layers whose reset_parameters() re-initialises a model (k-fold: a fresh model per fold)
 _RESET_LAYERS = ("Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
@@ -48,14 +55,15 @@ class DataLeakage(HealthCheck):
     TITLE = "Evaluation data overlaps the training data"
     ORDER = 70
 
-    def __init__(self, core):
+    def __init__(self, core: HealthCore) -> None:
         HealthCheck.__init__(self, core)
-        self.resets_at = []  # pass_clock whenever a layer's reset_parameters() ran (k-fold: weights reset)
-        self.loader_samples = weakref.WeakKeyDictionary()  # DataLoader -> (base dataset, its indices)
+        self.resets_at: List[int] = []  # pass_clock whenever a layer's reset_parameters() ran (k-fold: weights reset)
+        # DataLoader -> (base dataset, its indices)
+        self.loader_samples: "weakref.WeakKeyDictionary[Any, Tuple[Any, Indices]]" = weakref.WeakKeyDictionary()
         self._wrap_reset_parameters()
         core.on_pass_end(self.pass_end)
 
-    def _wrap_reset_parameters(self):
+    def _wrap_reset_parameters(self) -> None:
         nn = self.core.torch.nn
         check = self
         for name in _RESET_LAYERS:
@@ -64,7 +72,7 @@ class DataLeakage(HealthCheck):
             if real is None or "reset_parameters" not in cls.__dict__:
                 continue
 
-            def reset_parameters(real, self, *args, **kwargs):
+            def reset_parameters(real: Any, self: Any, *args: Any, **kwargs: Any) -> Any:
                 # the call of the layer's own __init__ builds it; any other call re-initialises
                 caller = outside_harness(sys._getframe(1))
                 clock = check.core.pass_clock
@@ -75,10 +83,10 @@ class DataLeakage(HealthCheck):
 
             self.core.hooks.around(cls, "reset_parameters", reset_parameters)
 
-    def pass_end(self, loader, record):
+    def pass_end(self, loader: Any, record: Record) -> None:
         """The pass's base dataset and the indices it can yield: once per loader (a pass per
         epoch must not copy the index set of a big dataset)."""
-        known = self.loader_samples.get(loader)
+        known: Optional[Tuple[Any, Indices]] = self.loader_samples.get(loader)
         if known is None:
             try:
                 known = self._loader_samples(loader)
@@ -90,22 +98,22 @@ class DataLeakage(HealthCheck):
                 pass
         record["base"], record["indices"] = known
 
-    def findings(self):
+    def findings(self) -> Optional[Finding]:
         return self._leakage()
 
-    def _resolve_dataset(self, dataset):
+    def _resolve_dataset(self, dataset: Any) -> Tuple[Any, Optional[List[int]]]:
         """(base dataset, indices into it or None for all of it), through nested Subsets
         (``random_split`` makes Subsets too)."""
         from torch.utils.data import Subset
 
-        indices = None
+        indices: Optional[List[int]] = None
         while isinstance(dataset, Subset):
             own = [int(i) for i in dataset.indices]
             indices = own if indices is None else [own[i] for i in indices]
             dataset = dataset.dataset
         return dataset, indices
 
-    def _sampler_indices(self, sampler, depth=0):
+    def _sampler_indices(self, sampler: Any, depth: int = 0) -> Indices:
         """The indices ``sampler`` can yield: a set, None for any index of the dataset, or
         _UNKNOWN (a custom sampler that does not say: the sample hashes decide then)."""
         from torch.utils.data import sampler as samplers
@@ -131,7 +139,7 @@ class DataLeakage(HealthCheck):
             return self._sampler_indices(inner, depth + 1)
         return _UNKNOWN
 
-    def _loader_samples(self, loader):
+    def _loader_samples(self, loader: Any) -> Tuple[Any, Indices]:
         """(base dataset, the set of its indices the loader can yield, None for all of it, or
         _UNKNOWN): the loader's Subsets and its sampler composed."""
         from torch.utils.data import sampler as samplers
@@ -142,7 +150,7 @@ class DataLeakage(HealthCheck):
             chosen = self._sampler_indices(batch_sampler)  # a custom batch sampler
         else:
             chosen = self._sampler_indices(getattr(loader, "sampler", None))
-        if chosen is _UNKNOWN:
+        if isinstance(chosen, str):  # _UNKNOWN, the one string an Indices holds
             return base, _UNKNOWN
         if subset is None:
             return base, chosen
@@ -150,14 +158,14 @@ class DataLeakage(HealthCheck):
             return base, set(subset)
         return base, set(subset[i] for i in chosen if -len(subset) <= i < len(subset))
 
-    def _leakage(self):
+    def _leakage(self) -> Optional[Finding]:
         train = [p for p in self.core.passes if p["train"]]
         evals = [p for p in self.core.passes if not p["train"]]
         if not train or not evals:
             return None
         train_loaders = set(p["loader"] for p in train)
-        candidates = []
-        seen_loaders = set()
+        candidates: List[Tuple[Record, Overlap]] = []
+        seen_loaders: Set[int] = set()
         for p in evals:
             loader = p["loader"]
             if loader in train_loaders or loader in seen_loaders:
@@ -170,7 +178,7 @@ class DataLeakage(HealthCheck):
             if not related:
                 continue
             seen_loaders.add(loader)
-            train_hashes = set()
+            train_hashes: Set[str] = set()
             for t in related:
                 train_hashes.update(h for h, n in t["hashes"].items() if n == 1)
             found = self._overlap(p, related, train_hashes)
@@ -194,7 +202,7 @@ class DataLeakage(HealthCheck):
             return self.finding(site, message, evidence)
         return None
 
-    def _overlap(self, evaluation, train, train_hashes):
+    def _overlap(self, evaluation: Record, train: List[Record], train_hashes: Set[str]) -> Optional[Overlap]:
         """(how, overlap count, evaluation samples, training loader) or None: the index sets
         where both loaders' samplers say which samples they yield, the hashes of the samples
         this run saw otherwise."""
@@ -235,7 +243,7 @@ class DataLeakage(HealthCheck):
 _UNKNOWN = "unknown"  # a sampler whose indices cannot be known without running it
 
 
-def _index_list(value):
+def _index_list(value: Any) -> Optional[Set[int]]:
     """A set of ints from an index list (list, tuple, range, numpy array, tensor, or a list of
     batches of them); None when ``value`` is not one."""
     if value is None or isinstance(value, (str, bytes, dict)):
@@ -248,7 +256,7 @@ def _index_list(value):
             return None
     if not isinstance(value, (list, tuple, range)):
         return None
-    found = set()
+    found: Set[int] = set()
     try:
         for item in value:
             if isinstance(item, (list, tuple)):

@@ -1,7 +1,9 @@
 """dead-parameters: parameters in the optimizer that never get a gradient."""
 
+from typing import Any, Dict, List, Optional, Set
+
 from ..frames import short_site
-from .core import HealthCheck
+from .core import Finding, HealthCheck, HealthCore, Record
 
 
 class DeadParameters(HealthCheck):
@@ -39,11 +41,11 @@ class DeadParameters(HealthCheck):
     TITLE = "Parameters in the optimizer never get a gradient"
     ORDER = 30
 
-    def __init__(self, core):
+    def __init__(self, core: HealthCore) -> None:
         HealthCheck.__init__(self, core)
         core.on_live_step(self.step)
 
-    def step(self, optimizer, record, params, holding):
+    def step(self, optimizer: Any, record: Record, params: List[Any], holding: List[Any]) -> None:
         """The parameters that have had no gradient yet are described (module, where it was
         built) while the objects are alive."""
         core = self.core
@@ -72,7 +74,7 @@ class DeadParameters(HealthCheck):
                 self._selecting_container(root, owner) if info["called_with_grad"] is False else None
             )
 
-    def _selecting_container(self, root, owner):
+    def _selecting_container(self, root: Any, owner: str) -> Optional[str]:
         """The ModuleList/ModuleDict among the ancestors of the never-called module ``owner``
         of which another child ran while the child holding ``owner`` never did: the forward
         selects among those children (a supernet's choice block, an MoE expert, a branch
@@ -98,14 +100,14 @@ class DeadParameters(HealthCheck):
                 return "%s.%s" % (type(root).__name__, prefix) if prefix else type(root).__name__
         return None
 
-    def findings(self):
+    def findings(self) -> Optional[List[Finding]]:
         records = self.core.records
-        dead = {}  # module -> its parameters that never had a gradient, in order
+        dead: Dict[str, Dict[str, Any]] = {}  # module -> its parameters that never had a gradient, in order
         steps = 0
-        optimizers = []
+        optimizers: List[str] = []
         # a parameter two optimizers hold (InfoGAN's info optimizer and the discriminator's) is
         # alive when it had a gradient at the steps of either
-        alive = set(key for record in records for key, info in record["params"].items() if info["grad"])
+        alive: Set[int] = set(key for record in records for key, info in record["params"].items() if info["grad"])
         for record in records:
             if not record["live_steps"]:
                 continue
@@ -124,7 +126,7 @@ class DeadParameters(HealthCheck):
                     optimizers.append(record["type"])
         if not dead:
             return None
-        findings = []
+        findings: List[Finding] = []
         unsampled = [d for d in dead.values() if d["branch_of"]]
         described = [d for d in dead.values() if not d["branch_of"]]
         fallback = next((r["site"] for r in records if r["site"]), None)
@@ -147,7 +149,7 @@ class DeadParameters(HealthCheck):
         if unsampled:
             site = next((d["site"] for d in unsampled if d["site"]), None)
             count = sum(len(d["parameters"]) for d in unsampled)
-            containers = []
+            containers: List[str] = []
             for d in unsampled:
                 if d["branch_of"] not in containers:
                     containers.append(d["branch_of"])

@@ -1,6 +1,8 @@
 """device-idle: CUDA is available, the model trains on the CPU."""
 
-from .core import HealthCheck
+from typing import Optional, Set
+
+from .core import Finding, HealthCheck
 
 
 class DeviceIdle(HealthCheck):
@@ -29,7 +31,7 @@ class DeviceIdle(HealthCheck):
     TITLE = "CUDA is available but the model trains on the CPU"
     ORDER = 60
 
-    def findings(self):
+    def findings(self) -> Optional[Finding]:
         torch = self.core.torch
         try:
             if not torch.cuda.is_available():
@@ -38,7 +40,7 @@ class DeviceIdle(HealthCheck):
         except Exception:
             return None
         live = [r for r in self.core.records if r["live_steps"]]
-        devices = set()
+        devices: Set[str] = set()
         params = 0
         for record in live:
             devices.update(record["devices"])

@@ -1,9 +1,10 @@
 """frozen-optimizer: a model gets gradients but no optimizer holds its parameters."""
 
 import weakref
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..frames import short_site
-from .core import HealthCheck
+from .core import Finding, HealthCheck, HealthCore, Record
 
 
 class FrozenOptimizer(HealthCheck):
@@ -42,22 +43,22 @@ class FrozenOptimizer(HealthCheck):
     TITLE = "A model gets gradients but no optimizer holds its parameters"
     ORDER = 40
 
-    def __init__(self, core):
+    def __init__(self, core: HealthCore) -> None:
         HealthCheck.__init__(self, core)
-        self.candidates = weakref.WeakKeyDictionary()  # module -> what its steps showed
-        self.records = []
+        self.candidates: "weakref.WeakKeyDictionary[Any, Record]" = weakref.WeakKeyDictionary()  # module -> what its steps showed
+        self.records: List[Record] = []
         core.on_step(self.step)
 
-    def step(self, optimizer, record):
+    def step(self, optimizer: Any, record: Record) -> None:
         if self.core.state.steps < 10 and len(self.records) < 8:
             self.check()
 
-    def _optimizer_parameters(self):
+    def _optimizer_parameters(self) -> Set[int]:
         """ids of the parameters held by every optimizer the script built, stepped or not: their
         param groups, and the inner optimizer of a wrapper that keeps one (Lookahead,
         ZeroRedundancyOptimizer, SAM-style ``base_optimizer``)."""
-        held = set()
-        seen = set()
+        held: Set[int] = set()
+        seen: Set[int] = set()
         stack = list(self.core.created) + list(self.core.optimizers.keys())
         while stack:
             optimizer = stack.pop()
@@ -78,13 +79,13 @@ class FrozenOptimizer(HealthCheck):
                     stack.append(inner)
         return held
 
-    def _fingerprint(self, params):
+    def _fingerprint(self, params: List[Any]) -> Optional[Tuple[float, ...]]:
         try:
             return tuple(float(p.detach().double().sum()) for p in params[:3])
         except Exception:
             return None
 
-    def check(self):
+    def check(self) -> None:
         """Root modules that hold gradients while no optimizer the script built holds any of
         their parameters; whether their weights change between steps all the same (updated
         by hand, or by an EMA) is followed over the next steps."""
@@ -125,11 +126,11 @@ class FrozenOptimizer(HealthCheck):
             self.candidates[root] = record
             self.records.append(record)
 
-    def findings(self):
+    def findings(self) -> Optional[Finding]:
         for record in self.records:
             if record["changed"] and not record["twins"]:
                 continue  # its weights change without an optimizer: updated by hand
-            evidence = {"module": record["module"], "built_at": short_site(record["site"]),
+            evidence: Dict[str, Any] = {"module": record["module"], "built_at": short_site(record["site"]),
                         "parameters_with_grad": record["trained"], "parameters": record["params"],
                         "optimizers": record["optimizers"], "optimizer_parameters": record["optimizer_parameters"]}
             if record["trained_modules"] and not record["orphans"]:

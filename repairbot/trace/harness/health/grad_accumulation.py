@@ -1,9 +1,10 @@
 """grad-accumulation: optimizer steps whose gradients are never reset in between."""
 
 import weakref
+from typing import Any, Dict, List, Optional
 
 from ..frames import user_call_site
-from .core import HealthCheck
+from .core import Finding, HealthCheck, HealthCore, Record
 
 
 class GradAccumulation(HealthCheck):
@@ -39,17 +40,18 @@ class GradAccumulation(HealthCheck):
     LINT_RULE = "missing-zero-grad"
     ORDER = 20
 
-    def __init__(self, core):
+    def __init__(self, core: HealthCore) -> None:
         HealthCheck.__init__(self, core)
-        self.found = None
-        self.last = weakref.WeakKeyDictionary()  # optimizer -> its gradients at its last live step
+        self.found: Optional[Finding] = None
+        # optimizer -> its gradients at its last live step
+        self.last: "weakref.WeakKeyDictionary[Any, Dict[str, Any]]" = weakref.WeakKeyDictionary()
         core.on_live_step(self.step)
 
-    def step(self, optimizer, record, params, holding):
+    def step(self, optimizer: Any, record: Record, params: List[Any], holding: List[Any]) -> None:
         if self.found is None:
             self.check(optimizer, record, holding)
 
-    def check(self, optimizer, record, holding):
+    def check(self, optimizer: Any, record: Record, holding: List[Any]) -> None:
         core = self.core
         torch = core.torch
         grads = [p.grad for p in holding]
@@ -60,7 +62,7 @@ class GradAccumulation(HealthCheck):
             norm = float(torch.stack([n.float() for n in norms]).norm())
         except Exception:
             return
-        snapshot = {"resets": core.resets, "backwards": core.backwards, "norm": norm,
+        snapshot: Dict[str, Any] = {"resets": core.resets, "backwards": core.backwards, "norm": norm,
                     "grads": dict((id(p), (p.grad, p.grad._version)) for p in holding)}
         last = self.last.get(optimizer)
         self.last[optimizer] = snapshot
@@ -87,5 +89,5 @@ class GradAccumulation(HealthCheck):
                     "backward_calls_between": ran, "parameters": len(holding)}
         self.found = self.finding(user_call_site(), message, evidence)
 
-    def findings(self):
+    def findings(self) -> Optional[Finding]:
         return self.found

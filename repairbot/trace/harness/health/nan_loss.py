@@ -1,7 +1,9 @@
 """nan-loss: the loss passed to backward() is NaN or Inf."""
 
+from typing import Any, Dict, Optional
+
 from ..frames import shape, short_site, user_call_site
-from .core import HealthCheck, first_tensor
+from .core import Finding, HealthCheck, HealthCore, first_tensor
 
 
 class NanLoss(HealthCheck):
@@ -31,14 +33,14 @@ class NanLoss(HealthCheck):
     TITLE = "The loss is NaN or Inf"
     ORDER = 10
 
-    def __init__(self, core):
+    def __init__(self, core: HealthCore) -> None:
         HealthCheck.__init__(self, core)
-        self.found = None
-        self.nonfinite_output = None
+        self.found: Optional[Finding] = None
+        self.nonfinite_output: Optional[Dict[str, Any]] = None
         core.on_backward(self.backward)
         core.on_forward(self.forward)
 
-    def forward(self, module, args, output):
+    def forward(self, module: Any, args: Any, output: Any) -> None:
         if self.nonfinite_output is not None or self.found is not None:
             return
         torch = self.core.torch
@@ -47,11 +49,11 @@ class NanLoss(HealthCheck):
                 and not bool(torch.isfinite(tensor.detach()).all()):
             self.nonfinite_output = {"module": module, "step": self.core.state.steps, "shape": shape(tensor)}
 
-    def backward(self, tensors):
+    def backward(self, tensors: Any) -> None:
         if self.found is None and isinstance(tensors, self.core.torch.Tensor):
             self.check_loss(tensors)
 
-    def check_loss(self, loss):
+    def check_loss(self, loss: Any) -> None:
         core = self.core
         torch = core.torch
         try:
@@ -60,9 +62,9 @@ class NanLoss(HealthCheck):
         except Exception:
             return
         value = float(loss.detach().reshape(-1)[0]) if loss.numel() else None
-        evidence = {"step": core.state.steps + 1, "backward_calls": core.backwards,
+        evidence: Dict[str, Any] = {"step": core.state.steps + 1, "backward_calls": core.backwards,
                     "value": str(value), "shape": shape(loss), "dtype": str(loss.dtype).replace("torch.", "")}
-        culprit = None
+        culprit: Optional[str] = None
         for root in core.root_modules():
             for name, p in root.named_parameters():
                 if p.is_floating_point() and not bool(torch.isfinite(p.detach()).all()):
@@ -88,5 +90,5 @@ class NanLoss(HealthCheck):
             message += " while every module output and parameter was finite: the loss computation made it"
         self.found = self.finding(site, message, evidence)
 
-    def findings(self):
+    def findings(self) -> Optional[Finding]:
         return self.found

@@ -1,0 +1,11 @@
+"""The keys of evidence.json that the harness's core writes, read by both sides: the harness
+(evidence.py writes them; a pattern's probe may not claim one) and repairbot's own
+``repairbot/evidence.py`` (every other key is a pattern probe's record). Standard library
+only, imports nothing: the main process imports it without torch."""
+
+from typing import FrozenSet
+
+CORE_KEYS: FrozenSet[str] = frozenset({
+    "schema", "outcome", "exit_code", "exception", "stopped_at", "limits", "progress", "linears",
+    "layer_sites", "probes", "health", "imported_files", "environment", "files",
+})
