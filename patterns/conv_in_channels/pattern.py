@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,8 @@ from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
+
+from . import probe
 
 _WEIGHT = r"(?:weight of size \[?(?P<weight>[\d,\s]+?)\]?|weight\[(?P<weight04>[\d,\s]+)\],\s+so)"
 _EXPECTED = (
@@ -122,7 +124,10 @@ class ConvInChannels(Pattern):
     TITLE = "Convolution in_channels does not match its input's channels"
     TAGS = frozenset({"shape"})
     APPLICABILITY = Applicability.SAFE
-    EVIDENCE = frozenset({"failing_module", "locals"})
+    EVIDENCE = frozenset({"failing_module", "locals", probe.NAME})
+    # on in the rerun that gathers evidence for this failure only (every case of every pattern
+    # would otherwise record it): which convs a traced load_state_dict filled
+    RERUN_PROBES = frozenset({probe.NAME})
     SIGNATURES = (
         signature("RuntimeError", r"Given (?P<kind>groups|transposed)=(?P<groups>\d+),\s+" + _WEIGHT + r",?\s+" + _EXPECTED),
         signature(
@@ -190,7 +195,7 @@ class ConvInChannels(Pattern):
                 f"{layer} is not built by one nn.{kind} call at {place(site)} (a library or pretrained model)",
                 diagnosis=_convert(in_channels, channels), at=frame,
             )
-        pretrained = _pretrained(sources, failure, site)
+        pretrained = _loaded_weights(evidence, failure, site, in_channels, sources)
         if pretrained is not None and data is not None:
             return self.decline(
                 f"{layer} takes {in_channels} channels and the data has {channels}, but the model's weights are "
@@ -327,8 +332,47 @@ def _data_frame(evidence: Evidence | None, failure: Failure, shape: Sequence[int
     return None
 
 
-def _pretrained(sources: Sources, failure: Failure, site: Frame) -> str | None:
-    """A call in the project's failing files that loads weights into a model, if any."""
+def _same_line(a: Frame, b: Frame) -> bool:
+    return a.line == b.line and (a.file == b.file or Path(a.file).resolve() == Path(b.file).resolve())
+
+
+def _loaded_weights(
+    evidence: Evidence | None, failure: Failure, site: Frame, in_channels: int, sources: Sources
+) -> str | None:
+    """The traced ``load_state_dict`` that filled the failing conv's weight (the probe), if one
+    did: a load the run never executed, or one that left the conv out, does not count.
+
+    A load into another instance of the same model (a teacher of the same class) is told apart
+    by where the loaded model was built: it must be one of the models whose ``forward`` failed.
+    Without the probe's record (evidence from elsewhere) the source is read instead.
+    """
+    records = evidence.probe_records.get(probe.EVIDENCE_KEY) if evidence is not None else None
+    if evidence is None or probe.NAME not in evidence.probes or not isinstance(records, list):
+        return _pretrained_in_source(sources, failure, site)
+    failing_models = [
+        model_site for frame in failure.frames if frame.user and frame.function == "forward"
+        if (model := evidence.scope(frame).locals.get("self")) is not None and model.is_module
+        if (model_site := resolve_site(evidence, model.site)) is not None
+    ]
+    for record in records:
+        if not isinstance(record, Mapping) or not isinstance(record.get("convs"), list):
+            continue
+        model_site = resolve_site(evidence, record.get("model_site"))
+        if model_site is not None and failing_models and not any(_same_line(model_site, m) for m in failing_models):
+            continue  # weights loaded into another model
+        for conv in record["convs"]:
+            conv_site = resolve_site(evidence, conv.get("site")) if isinstance(conv, Mapping) else None
+            if conv_site is None or not _same_line(conv_site, site) or conv.get("in_channels") != in_channels:
+                continue
+            loaded_at = resolve_site(evidence, record.get("site"))
+            where = f" at {place(loaded_at)}" if loaded_at else ""
+            return f"{record.get('model')}.load_state_dict{where} filled {conv.get('name') or 'its'} weight (traced)"
+    return None
+
+
+def _pretrained_in_source(sources: Sources, failure: Failure, site: Frame) -> str | None:
+    """A call in the project's failing files that loads weights into a model, if any (read
+    from the source: for evidence without the loaded-weights probe's record)."""
     files = {f.file for f in failure.frames if f.user} | {site.file}
     for file in sorted(files):
         src = source(sources, file)
