@@ -28,8 +28,9 @@ from repairbot.analysis import (
 )
 from repairbot.codemod import method_call, replace_arg_value
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, FailingModule, LayerSite
 from repairbot.pattern import Pattern, phrase, signature
+from repairbot.provenance import DEFAULT, integer_value, written_at
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
@@ -59,6 +60,20 @@ class SetInChannels(Rewrite):
         if target is None:
             raise EditError("no in_channels argument")
         return [Edit(call, replace_arg_value(call, target, cst.Integer(str(self.in_channels))))]
+
+
+@dataclass(frozen=True)
+class SetWrittenChannels(Rewrite):
+    """Replaces the number where the conv's ``in_channels`` value is written (a call-site
+    argument, a config entry), nothing else."""
+
+    in_channels: int
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        written = nodes.node(cst.BaseExpression)
+        if integer_value(written) is None:
+            raise EditError("the value is not written as a number there")
+        return [Edit(written, cst.Integer(str(self.in_channels)))]
 
 
 @dataclass(frozen=True)
@@ -136,7 +151,7 @@ class ConvInChannels(Pattern):
             + r"but got input to have (?P<got_rank>\d) dimensions and input\.size\[1\] == (?P<got>\d+)",
         ),
     )
-    REWRITES = (SetInChannels, PermuteChannelsFirst)
+    REWRITES = (SetInChannels, SetWrittenChannels, PermuteChannelsFirst)
 
     def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
         module = evidence.failing_module if evidence else None
@@ -211,11 +226,7 @@ class ConvInChannels(Pattern):
         if target is None or has_star_args(call):
             return self.decline("the in_channels argument is not written out in the call", diagnosis=_remedy(in_channels, channels), at=site)
         if not isinstance(target.value, cst.Integer):
-            return self.decline(
-                f"in_channels is `{src.code(target.value)}`, not a number",
-                diagnosis=f"{layer} receives {channels} channels: make `{src.code(target.value)}` evaluate to {channels}",
-                at=site,
-            )
+            return self._written_in_channels(module, layer, site, src, target.value, channels, shape, data, evidence, sources)
         old = one_line(src.module, call)
         new = one_line(src.module, replace_arg_value(call, target, cst.Integer(str(channels))))
         source_of_input = (
@@ -239,6 +250,56 @@ class ConvInChannels(Pattern):
             evidence_text=f"the {kind} built at {place(site)} received {source_of_input} (traced)",
         )
 
+
+    def _written_in_channels(
+        self, module: FailingModule, layer: str, site: Frame, src: Source, value: cst.BaseExpression, channels: int,
+        shape: Sequence[int], data: tuple[str, Frame] | None, evidence: Evidence | None, sources: Sources,
+    ) -> Site | Decline:
+        """``in_channels`` given by a name: the number is changed where its value is written
+        (the argument at the constructor's call site, a config attribute or dict entry, an
+        argparse default, a name bound once), found by the shared provenance analysis along
+        the constructor chain the run traced."""
+        code = src.code(value)
+        diagnosis = f"{layer} receives {channels} channels: make `{code}` evaluate to {channels}"
+        traced = _layer_record(evidence, site, str(module.type), module.in_channels)
+        written = written_at(sources, str(src.path), value, traced.chain if traced else ())
+        if written is None:
+            return self.decline(f"in_channels is `{code}`, and no one place in the source writes its value",
+                                diagnosis=diagnosis, at=site)
+        if data is None:
+            # a later layer's in_channels must follow the layer before it, and the number
+            # may size other layers too: only the channels of the data itself are followed
+            return self.decline(f"in_channels is `{code}` (written as {written.code} at {written.place}) and the "
+                                "layer's input is another layer's output, not the data",
+                                diagnosis=diagnosis, at=site)
+        if written.kind == DEFAULT:
+            return self.decline(
+                f"in_channels is `{code}`, the default {written.code} of a parameter (at {written.place}) that the "
+                "call building the model leaves out: the default may serve other uses of the class",
+                diagnosis=f"{diagnosis}: pass it where the model is built ({code}={channels})", at=site,
+            )
+        if integer_value(written.node) != module.in_channels:
+            return self.decline(f"in_channels is `{code}`, written as {written.code} at {written.place}, which is "
+                                f"not the {module.in_channels} the layer was built with", diagnosis=diagnosis, at=site)
+        return Site(
+            pattern=self.ID,
+            file=written.file,
+            span=written.span,
+            rewrite=SetWrittenChannels(channels),
+            summary=(f"Changed {written.code} to {channels} at {written.place} ({written.kind}), where the "
+                     f"in_channels `{code}` of {layer} is written, to match the traced input ({shape_text(shape)})"),
+            applicability=self.APPLICABILITY,
+            evidence={
+                "conv": {**module.to_json(), "site": place(site)},
+                "traced_input_shape": list(shape),
+                "in_channels": {"was": module.in_channels, "now": channels, "expr": code},
+                "written_at": list(written.trail),
+                "input_is_data": True,
+            },
+            evidence_text=(f"the {module.type} built at {place(site)} received the data as loaded ({data[0]} "
+                           f"{shape_text(shape)} in {place(data[1])}); `{code}` = {module.in_channels} is written at "
+                           f"{written.place} (traced)"),
+        )
 
     def _channels_last(
         self, layer: str, shape: Sequence[int], in_channels: int, rank: int,
@@ -330,6 +391,20 @@ def _data_frame(evidence: Evidence | None, failure: Failure, shape: Sequence[int
             if shape_of(value) == list(shape):
                 return name, frame
     return None
+
+
+def _layer_record(evidence: Evidence | None, site: Frame, kind: str, in_channels: int | None) -> LayerSite | None:
+    """The run's construction record of the failing conv (its size expressions' traced values
+    and constructor chain): the one built at its site with its sizes."""
+    if evidence is None:
+        return None
+    found = [
+        layer for layer in evidence.layer_sites
+        if layer.type == kind and layer.site is not None and _same_line(layer.site, site)
+        and layer.args.get("in_channels") == in_channels
+    ]
+    # built more than once through different calls: no one chain
+    return found[0] if found and all(layer.chain == found[0].chain for layer in found) else None
 
 
 def _same_line(a: Frame, b: Frame) -> bool:
