@@ -199,6 +199,17 @@ class ConvInChannels(Pattern):
         data = _data_frame(evidence, failure, shape)
         if shape[-1] == in_channels and channels != in_channels:
             return self._channels_last(layer, shape, in_channels, rank, data, frame, sources)
+        earlier = _batches_before(evidence)
+        if data is not None and earlier:
+            # the model trained on other batches of this data first: the channels changed
+            # within the data (a grayscale image among RGB ones), the layer is not the odd one
+            return self.decline(
+                f"{layer} receives {shape_text(shape)} from the data, but the run had already trained on {earlier} "
+                f"(traced): the data's channel count changed from batch to batch",
+                diagnosis=f"Some samples of the data have {channels} channels and the others {in_channels}: "
+                          f"{_conversion(in_channels, channels)}, where the dataset loads each sample.",
+                at=data[1],
+            )
         if site is None or not site.user or not Path(site.file).is_absolute():
             return self.decline(f"{layer} was built outside the project's own code", diagnosis=_remedy(in_channels, channels), at=frame)
         src = source(sources, site.file)
@@ -352,6 +363,11 @@ def _remedy(expected: int, got: int) -> str:
 
 
 def _convert(in_channels: int, channels: int) -> str:
+    return f"The layer's weights fix its {in_channels} input channels, so convert the data instead: {_conversion(in_channels, channels)}."
+
+
+def _conversion(in_channels: int, channels: int) -> str:
+    """How to give a layer of ``in_channels`` the data it receives with ``channels``."""
     if in_channels == 3 and channels == 1:
         how = ("repeat the grayscale channel: x.repeat(1, 3, 1, 1), or transforms.Grayscale(num_output_channels=3) "
                "in the dataset, or images opened with .convert('RGB')")
@@ -361,7 +377,7 @@ def _convert(in_channels: int, channels: int) -> str:
         how = "drop the alpha channel (.convert('RGB') when opening the images, or x[:, :3])"
     else:
         how = f"give it {in_channels}-channel inputs"
-    return f"The layer's weights fix its {in_channels} input channels, so convert the data instead: {how}."
+    return how
 
 
 def _conv_call(src: Source, line: int, in_channels: int, kind: str) -> cst.Call | None:
@@ -377,6 +393,16 @@ def _conv_call(src: Source, line: int, in_channels: int, kind: str) -> cst.Call 
             continue
         found.append(call)
     return found[0] if len(found) == 1 else None
+
+
+def _batches_before(evidence: Evidence | None) -> str | None:
+    """The batches the run trained on before the failing one ("3 batches, 2 optimizer
+    steps"), None when it failed on its first batch or took no step."""
+    progress = evidence.progress if evidence is not None else ()
+    if len(progress) < 2 or progress[0] < 1 or progress[1] < 2:
+        return None
+    steps, batches = progress[0], progress[1] - 1
+    return f"{batches} batch{'es' if batches > 1 else ''} and {steps} optimizer step{'s' if steps > 1 else ''}"
 
 
 def _data_frame(evidence: Evidence | None, failure: Failure, shape: Sequence[int]) -> tuple[str, Frame] | None:
