@@ -99,12 +99,20 @@ class ConvInChannels(Pattern):
         A ``nn.Conv1d/2d/3d`` of the project written for another channel count than its input
         has: a model written for RGB trained on grayscale data, a second conv that does not
         take the first one's ``out_channels``, a 1-D conv over sensors counted wrong. The
-        integer ``in_channels`` where the layer is built becomes the traced channel count. A
+        integer ``in_channels`` where the layer is built becomes the traced channel count; an
+        ``in_channels`` given by a name is changed where its value is written, found along the
+        constructor chain the run traced: the argument at the call site (``TinyVGG(input_shape=1)``
+        -> ``input_shape=3``), a config attribute or dict entry, an argparse default
+        (``opt.channels`` -> ``default=3``), a name bound once. A
         channels-last batch (``[N, H, W, C]`` with ``C`` equal to ``in_channels``) gets
         ``.permute(0, 3, 1, 2)`` where an assignment makes it (``x = torch.from_numpy(...)``).
-        Diagnosed instead: a layer whose weights come from a checkpoint or a library model
-        (the data must be converted: grayscale to 3 channels), a channels-last batch that a
-        DataLoader loop makes (the dataset must convert it) and a batch missing its channel
+        Diagnosed instead: a layer whose weights a ``load_state_dict`` of the run filled (the
+        ``loaded-weights`` probe records which convs each executed load filled, so a load in a
+        branch the run never took or one that left the conv out does not count) or a library
+        model (the data must be converted: grayscale to 3 channels); data whose channels change
+        from batch to batch (a grayscale image among RGB ones, after the run already trained on
+        other batches: converted where the dataset loads each sample); a channels-last batch that
+        a DataLoader loop makes (the dataset must convert it) and a batch missing its channel
         dimension.
 
     Why it fails:
@@ -124,14 +132,16 @@ class ConvInChannels(Pattern):
 
     Fix safety:
         Safe: only ``in_channels`` changes, to what the layer receives in the run, for a layer
-        the project builds itself from scratch (no checkpoint or pretrained weights loaded),
-        written as a plain number in a call that builds one layer; the rerun verifies. The
+        the project builds itself from scratch (no load of the run filled its weights), written
+        as a plain number in a call that builds one layer, or as one number where the name's
+        value is written when the layer receives the data itself; the rerun verifies. The
         ``.permute`` fix is unsafe: the layout is inferred from the sizes, and code after the
         model call that reads the batch as channels-last (plotting) must permute it back.
 
     Not handled:
-        ``in_channels`` given by a name or an expression (the diagnosis says what it must
-        evaluate to); grouped convolutions (``groups`` > 1); convolutions built in a loop or a
+        ``in_channels`` computed by an expression, written in no single place, or a parameter's
+        default (the diagnosis says what it must evaluate to); a named ``in_channels`` of a
+        layer whose input is another layer's output; grouped convolutions (``groups`` > 1); convolutions built in a loop or a
         comprehension; functional ``F.conv2d`` on a hand-made weight.
     """
 
