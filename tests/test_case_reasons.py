@@ -27,11 +27,11 @@ def test_a_partial_load_without_the_conv_does_not_stand_in_the_way() -> None:
 
 
 def test_without_the_probe_the_source_is_read() -> None:
-    """Evidence from a run without the loaded-weights probe: the partial load reads as a load."""
+    """Evidence from a run without the conv-history probe: the partial load reads as a load."""
     from patterns.conv_in_channels.pattern import ConvInChannels
 
     evidence = _evidence(CASES["conv-in-channels/partial_load_without_conv"])
-    evidence = replace(evidence, probes=evidence.probes - {"loaded-weights"})
+    evidence = replace(evidence, probes=evidence.probes - {"conv-history"})
     assert evidence.failure is not None
     pattern = ConvInChannels()
     match = pattern.match(evidence.failure)
@@ -43,7 +43,7 @@ def test_without_the_probe_the_source_is_read() -> None:
 def test_channels_that_change_between_batches_blame_the_data() -> None:
     found = _locate(CASES["conv-in-channels/decline_grayscale_among_rgb"], Sources())
     assert isinstance(found, Decline)
-    assert "already trained on 1 batch and 1 optimizer step" in found.reason
+    assert "already taken 1 batch of 3 channels" in found.reason
     assert found.diagnosis is not None and "where the dataset loads each sample" in found.diagnosis
 
 

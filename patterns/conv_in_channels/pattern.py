@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
@@ -107,11 +108,11 @@ class ConvInChannels(Pattern):
         channels-last batch (``[N, H, W, C]`` with ``C`` equal to ``in_channels``) gets
         ``.permute(0, 3, 1, 2)`` where an assignment makes it (``x = torch.from_numpy(...)``).
         Diagnosed instead: a layer whose weights a ``load_state_dict`` of the run filled (the
-        ``loaded-weights`` probe records which convs each executed load filled, so a load in a
+        ``conv-history`` probe records which convs each executed load filled, so a load in a
         branch the run never took or one that left the conv out does not count) or a library
         model (the data must be converted: grayscale to 3 channels); data whose channels change
-        from batch to batch (a grayscale image among RGB ones, after the run already trained on
-        other batches: converted where the dataset loads each sample); a channels-last batch that
+        from batch to batch (a grayscale image among RGB ones, after the conv already took batches
+        of its own channel count: converted where the dataset loads each sample); a channels-last batch that
         a DataLoader loop makes (the dataset must convert it) and a batch missing its channel
         dimension.
 
@@ -209,12 +210,12 @@ class ConvInChannels(Pattern):
         data = _data_frame(evidence, failure, shape)
         if shape[-1] == in_channels and channels != in_channels:
             return self._channels_last(layer, shape, in_channels, rank, data, frame, sources)
-        earlier = _batches_before(evidence)
+        earlier = _channels_before(evidence, site, kind, in_channels) if site is not None else None
         if data is not None and earlier:
-            # the model trained on other batches of this data first: the channels changed
+            # the layer already took batches of its own channel count: the channels changed
             # within the data (a grayscale image among RGB ones), the layer is not the odd one
             return self.decline(
-                f"{layer} receives {shape_text(shape)} from the data, but the run had already trained on {earlier} "
+                f"{layer} receives {shape_text(shape)} from the data, but it had already taken {earlier} "
                 f"(traced): the data's channel count changed from batch to batch",
                 diagnosis=f"Some samples of the data have {channels} channels and the others {in_channels}: "
                           f"{_conversion(in_channels, channels)}, where the dataset loads each sample.",
@@ -405,14 +406,27 @@ def _conv_call(src: Source, line: int, in_channels: int, kind: str) -> cst.Call 
     return found[0] if len(found) == 1 else None
 
 
-def _batches_before(evidence: Evidence | None) -> str | None:
-    """The batches the run trained on before the failing one ("3 batches, 2 optimizer
-    steps"), None when it failed on its first batch or took no step."""
-    progress = evidence.progress if evidence is not None else ()
-    if len(progress) < 2 or progress[0] < 1 or progress[1] < 2:
+def _history(evidence: Evidence | None) -> Mapping[str, Any] | None:
+    """The conv-history probe's record (None: the probe did not run)."""
+    if evidence is None or probe.NAME not in evidence.probes:
         return None
-    steps, batches = progress[0], progress[1] - 1
-    return f"{batches} batch{'es' if batches > 1 else ''} and {steps} optimizer step{'s' if steps > 1 else ''}"
+    record = evidence.probe_records.get(probe.EVIDENCE_KEY)
+    return record if isinstance(record, Mapping) else None
+
+
+def _channels_before(evidence: Evidence | None, site: Frame, kind: str, in_channels: int) -> str | None:
+    """The batches of its own ``in_channels`` that the failing conv completed before ("3
+    batches of 3 channels"), None when it failed on its first (or the probe did not run)."""
+    history = _history(evidence)
+    for conv in (history or {}).get("forwards") or ():
+        if not isinstance(conv, Mapping) or conv.get("type") != kind or conv.get("in_channels") != in_channels:
+            continue
+        where = resolve_site(evidence, conv.get("site"))
+        count = conv.get("forwards")
+        channels = conv.get("channels") or ()
+        if where is not None and _same_line(where, site) and isinstance(count, int) and count > 0 and in_channels in channels:
+            return f"{count} batch{'es' if count > 1 else ''} of {in_channels} channels"
+    return None
 
 
 def _data_frame(evidence: Evidence | None, failure: Failure, shape: Sequence[int]) -> tuple[str, Frame] | None:
@@ -453,15 +467,16 @@ def _loaded_weights(
     """The traced ``load_state_dict`` that filled the failing conv's weight (the probe), if one
     did: a load the run never executed, or one that left the conv out, does not count.
 
-    A load into another instance of the same model (a teacher of the same class) is told apart
-    by where the loaded model was built: it must be one of the models whose ``forward`` failed.
+    A load into another instance of the failing model's class (a teacher of the same class) is
+    told apart by where the loaded model was built; a load into a submodule counts.
     Without the probe's record (evidence from elsewhere) the source is read instead.
     """
-    records = evidence.probe_records.get(probe.EVIDENCE_KEY) if evidence is not None else None
-    if evidence is None or probe.NAME not in evidence.probes or not isinstance(records, list):
+    history = _history(evidence)
+    records = history.get("loads") if history is not None else None
+    if evidence is None or not isinstance(records, list):
         return _pretrained_in_source(sources, failure, site)
     failing_models = [
-        model_site for frame in failure.frames if frame.user and frame.function == "forward"
+        (model.type, model_site) for frame in failure.frames if frame.user and frame.function == "forward"
         if (model := evidence.scope(frame).locals.get("self")) is not None and model.is_module
         if (model_site := resolve_site(evidence, model.site)) is not None
     ]
@@ -469,8 +484,9 @@ def _loaded_weights(
         if not isinstance(record, Mapping) or not isinstance(record.get("convs"), list):
             continue
         model_site = resolve_site(evidence, record.get("model_site"))
-        if model_site is not None and failing_models and not any(_same_line(model_site, m) for m in failing_models):
-            continue  # weights loaded into another model
+        same_class = [where for kind, where in failing_models if kind == record.get("model")]
+        if model_site is not None and same_class and not any(_same_line(model_site, m) for m in same_class):
+            continue  # weights loaded into another instance of the failing model's class (a teacher)
         for conv in record["convs"]:
             conv_site = resolve_site(evidence, conv.get("site")) if isinstance(conv, Mapping) else None
             if conv_site is None or not _same_line(conv_site, site) or conv.get("in_channels") != in_channels:
@@ -483,7 +499,7 @@ def _loaded_weights(
 
 def _pretrained_in_source(sources: Sources, failure: Failure, site: Frame) -> str | None:
     """A call in the project's failing files that loads weights into a model, if any (read
-    from the source: for evidence without the loaded-weights probe's record)."""
+    from the source: for evidence without the conv-history probe's record)."""
     files = {f.file for f in failure.frames if f.user} | {site.file}
     for file in sorted(files):
         src = source(sources, file)

@@ -1,19 +1,27 @@
-"""The "loaded-weights" probe (runs in the harness, under the user's interpreter: Python 3.8,
+"""The "conv-history" probe (runs in the harness, under the user's interpreter: Python 3.8,
 standard library and torch only; loaded by path, see repairbot/trace/harness/probe.py).
 
-Records each ``nn.Module.load_state_dict`` that the run executed (the user's own call or a
-library's, such as Lightning's ``load_from_checkpoint``) and the convolutions whose weight it
-filled: a conv whose weights came from a checkpoint must not be resized, while a load that
-sits in a branch the run never took (``if args.resume:``) or that left the conv out
-(``strict=False`` on a partial checkpoint) does not stand in the way.
+On in the rerun that gathers evidence for a conv's channel mismatch, it records what the run
+did to the project's convolutions before the failure:
+
+- ``loads``: each ``nn.Module.load_state_dict`` that the run executed (the user's own call or a
+  library's, such as Lightning's ``load_from_checkpoint``) and the convolutions whose weight it
+  filled: a conv whose weights came from a checkpoint must not be resized, while a load in a
+  branch the run never took (``if args.resume:``) or one that left the conv out (``strict=False``
+  on a partial checkpoint) does not stand in the way;
+- ``forwards``: each convolution that completed a forward, how many times and the channel
+  counts it was given: a conv that already took batches of its ``in_channels`` and then fails
+  on another count was given data whose channels changed (a grayscale image among RGB ones).
 """
 
+import weakref
 from typing import Any, Dict, List
 
-NAME = "loaded-weights"
+NAME = "conv-history"
 OPT_IN = True
-# [{model, model_site, site, convs: [{name, type, in_channels, site}]}]
-EVIDENCE_KEY = "loaded_weights"
+# {loads: [{model, model_site, site, convs: [{name, type, in_channels, site}]}],
+#  forwards: [{type, site, in_channels, forwards, channels}]}
+EVIDENCE_KEY = "conv_history"
 
 _MAX_LOADS = 20
 _MAX_CONVS = 64
@@ -26,7 +34,8 @@ def install(run: Any) -> Any:
     conv_types = tuple(
         klass for klass in (getattr(torch.nn.modules.conv, "_ConvNd", None),) if isinstance(klass, type)
     ) or (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
-    records: List[Dict[str, Any]] = []
+    loads: List[Dict[str, Any]] = []
+    forwards: 'weakref.WeakKeyDictionary[Any, Dict[str, Any]]' = weakref.WeakKeyDictionary()
     depth = [0]  # a subclass's load_state_dict calling super() is one load
 
     def loaded_convs(model: Any, keys: Any) -> List[Dict[str, Any]]:
@@ -50,10 +59,10 @@ def install(run: Any) -> Any:
         finally:
             depth[0] -= 1
         # only a load that succeeded put weights in the model
-        if depth[0] == 0 and len(records) < _MAX_LOADS:
+        if depth[0] == 0 and len(loads) < _MAX_LOADS:
             try:
                 keys = frozenset(str(key) for key in state_dict)
-                records.append({
+                loads.append({
                     "model": type(self).__name__,
                     "model_site": short_site(module_sites.get(self)),
                     "site": short_site(user_call_site()),
@@ -63,5 +72,28 @@ def install(run: Any) -> Any:
                 pass
         return result
 
-    run.torch_hooks().around(torch.nn.Module, "load_state_dict", load_state_dict)
-    return lambda: records
+    def forward_hook(module: Any, args: Any, output: Any) -> None:
+        if output is None or not isinstance(module, conv_types):
+            return  # output None: the forward raised (the hook is always called)
+        try:
+            seen = forwards.get(module)
+            if seen is None:
+                if len(forwards) >= _MAX_CONVS:
+                    return
+                seen = forwards[module] = {
+                    "type": type(module).__name__, "site": short_site(module_sites.get(module)),
+                    "in_channels": getattr(module, "in_channels", None), "forwards": 0, "channels": [],
+                }
+            seen["forwards"] += 1
+            first = args[0] if args else None
+            if isinstance(first, torch.Tensor) and first.dim() >= 2:
+                channels = int(first.shape[1]) if first.dim() == len(getattr(module, "kernel_size", ())) + 2 else int(first.shape[0])
+                if channels not in seen["channels"]:
+                    seen["channels"].append(channels)
+        except Exception:
+            pass
+
+    hooks = run.torch_hooks()
+    hooks.around(torch.nn.Module, "load_state_dict", load_state_dict)
+    hooks.forward.add(forward_hook)
+    return lambda: {"loads": loads, "forwards": [dict(record) for record in list(forwards.values())]}
