@@ -111,10 +111,10 @@ class ConvInChannels(Pattern):
         ``conv-history`` probe records which convs each executed load filled, so a load in a
         branch the run never took or one that left the conv out does not count) or a library
         model (the data must be converted: grayscale to 3 channels); data whose channels change
-        from batch to batch (a grayscale image among RGB ones, after the conv already took batches
-        of its own channel count: converted where the dataset loads each sample); a channels-last batch that
-        a DataLoader loop makes (the dataset must convert it) and a batch missing its channel
-        dimension.
+        from batch to batch (a grayscale image among RGB ones, after the conv already took
+        batches of its own channel count: converted where the dataset loads each sample); a
+        channels-last batch that a DataLoader loop makes (the dataset must convert it) and a
+        batch missing its channel dimension.
 
     Why it fails:
         ``RuntimeError: Given groups=1, weight of size [32, 3, 3, 3], expected input[2, 1, 28,
@@ -142,8 +142,9 @@ class ConvInChannels(Pattern):
     Not handled:
         ``in_channels`` computed by an expression, written in no single place, or a parameter's
         default (the diagnosis says what it must evaluate to); a named ``in_channels`` of a
-        layer whose input is another layer's output; grouped convolutions (``groups`` > 1); convolutions built in a loop or a
-        comprehension; functional ``F.conv2d`` on a hand-made weight.
+        layer whose input is another layer's output; grouped convolutions (``groups`` > 1);
+        convolutions built in a loop or a comprehension; functional ``F.conv2d`` on a hand-made
+        weight.
     """
 
     ID = "conv-in-channels"
@@ -152,7 +153,8 @@ class ConvInChannels(Pattern):
     APPLICABILITY = Applicability.SAFE
     EVIDENCE = frozenset({"failing_module", "locals", probe.NAME})
     # on in the rerun that gathers evidence for this failure only (every case of every pattern
-    # would otherwise record it): which convs a traced load_state_dict filled
+    # would otherwise record it): which convs a traced load_state_dict filled, and the
+    # channels each conv took before the failure
     RERUN_PROBES = frozenset({probe.NAME})
     SIGNATURES = (
         signature("RuntimeError", r"Given (?P<kind>groups|transposed)=(?P<groups>\d+),\s+" + _WEIGHT + r",?\s+" + _EXPECTED),
