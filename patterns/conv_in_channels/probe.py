@@ -9,9 +9,11 @@ did to the project's convolutions before the failure:
   filled: a conv whose weights came from a checkpoint must not be resized, while a load in a
   branch the run never took (``if args.resume:``) or one that left the conv out (``strict=False``
   on a partial checkpoint) does not stand in the way;
-- ``forwards``: each convolution that completed a forward, how many times and the channel
-  counts it was given: a conv that already took batches of its ``in_channels`` and then fails
-  on another count was given data whose channels changed (a grayscale image among RGB ones).
+- ``forwards``: each convolution that completed a forward, how many times, and the channel
+  counts of the inputs it was given that no autograd graph made (data, not another model's
+  output, such as a GAN discriminator's generated batch): a conv that already took data of its
+  ``in_channels`` and then fails on another count was given data whose channels changed (a
+  grayscale image among RGB ones).
 """
 
 import weakref
@@ -86,7 +88,8 @@ def install(run: Any) -> Any:
                 }
             seen["forwards"] += 1
             first = args[0] if args else None
-            if isinstance(first, torch.Tensor) and first.dim() >= 2:
+            # only inputs that no autograd graph made count (data, not a generator's output)
+            if isinstance(first, torch.Tensor) and first.dim() >= 2 and first.grad_fn is None:
                 channels = int(first.shape[1]) if first.dim() == len(getattr(module, "kernel_size", ())) + 2 else int(first.shape[0])
                 if channels not in seen["channels"]:
                     seen["channels"].append(channels)
