@@ -420,13 +420,15 @@ def _channels_before(evidence: Evidence | None, site: Frame, kind: str, in_chann
     """The batches of its own ``in_channels`` that the failing conv completed before ("3
     batches of 3 channels"), None when it failed on its first (or the probe did not run)."""
     history = _history(evidence)
-    for conv in (history or {}).get("forwards") or ():
+    convs = history.get("forwards") if history is not None else None
+    for conv in convs if isinstance(convs, list) else ():
         if not isinstance(conv, Mapping) or conv.get("type") != kind or conv.get("in_channels") != in_channels:
             continue
         where = resolve_site(evidence, conv.get("site"))
         count = conv.get("forwards")
-        channels = conv.get("channels") or ()
-        if where is not None and _same_line(where, site) and isinstance(count, int) and count > 0 and in_channels in channels:
+        channels = conv.get("channels")
+        if where is not None and _same_line(where, site) and isinstance(count, int) and count > 0 \
+                and isinstance(channels, list) and in_channels in channels:
             return f"{count} batch{'es' if count > 1 else ''} of {in_channels} channels"
     return None
 
