@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
@@ -28,10 +29,13 @@ from repairbot.analysis import (
 )
 from repairbot.codemod import method_call, replace_arg_value
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, FailingModule, LayerSite
 from repairbot.pattern import Pattern, phrase, signature
+from repairbot.provenance import DEFAULT, integer_value, written_at
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
+
+from . import probe
 
 _WEIGHT = r"(?:weight of size \[?(?P<weight>[\d,\s]+?)\]?|weight\[(?P<weight04>[\d,\s]+)\],\s+so)"
 _EXPECTED = (
@@ -60,6 +64,20 @@ class SetInChannels(Rewrite):
 
 
 @dataclass(frozen=True)
+class SetWrittenChannels(Rewrite):
+    """Replaces the number where the conv's ``in_channels`` value is written (a call-site
+    argument, a config entry), nothing else."""
+
+    in_channels: int
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        written = nodes.node(cst.BaseExpression)
+        if integer_value(written) is None:
+            raise EditError("the value is not written as a number there")
+        return [Edit(written, cst.Integer(str(self.in_channels)))]
+
+
+@dataclass(frozen=True)
 class PermuteChannelsFirst(Rewrite):
     """Moves the channels of the expression that makes the batch first (``.permute(order)``)."""
 
@@ -82,13 +100,21 @@ class ConvInChannels(Pattern):
         A ``nn.Conv1d/2d/3d`` of the project written for another channel count than its input
         has: a model written for RGB trained on grayscale data, a second conv that does not
         take the first one's ``out_channels``, a 1-D conv over sensors counted wrong. The
-        integer ``in_channels`` where the layer is built becomes the traced channel count. A
+        integer ``in_channels`` where the layer is built becomes the traced channel count; an
+        ``in_channels`` given by a name is changed where its value is written, found along the
+        constructor chain the run traced: the argument at the call site (``TinyVGG(input_shape=1)``
+        -> ``input_shape=3``), a config attribute or dict entry, an argparse default
+        (``opt.channels`` -> ``default=3``), a name bound once. A
         channels-last batch (``[N, H, W, C]`` with ``C`` equal to ``in_channels``) gets
         ``.permute(0, 3, 1, 2)`` where an assignment makes it (``x = torch.from_numpy(...)``).
-        Diagnosed instead: a layer whose weights come from a checkpoint or a library model
-        (the data must be converted: grayscale to 3 channels), a channels-last batch that a
-        DataLoader loop makes (the dataset must convert it) and a batch missing its channel
-        dimension.
+        Diagnosed instead: a layer whose weights a ``load_state_dict`` of the run filled (the
+        ``conv-history`` probe records which convs each executed load filled, so a load in a
+        branch the run never took or one that left the conv out does not count) or a library
+        model (the data must be converted: grayscale to 3 channels); data whose channels change
+        from batch to batch (a grayscale image among RGB ones, after the conv already took
+        batches of its own channel count: converted where the dataset loads each sample); a
+        channels-last batch that a DataLoader loop makes (the dataset must convert it) and a
+        batch missing its channel dimension.
 
     Why it fails:
         ``RuntimeError: Given groups=1, weight of size [32, 3, 3, 3], expected input[2, 1, 28,
@@ -107,22 +133,29 @@ class ConvInChannels(Pattern):
 
     Fix safety:
         Safe: only ``in_channels`` changes, to what the layer receives in the run, for a layer
-        the project builds itself from scratch (no checkpoint or pretrained weights loaded),
-        written as a plain number in a call that builds one layer; the rerun verifies. The
+        the project builds itself from scratch (no load of the run filled its weights), written
+        as a plain number in a call that builds one layer, or as one number where the name's
+        value is written when the layer receives the data itself; the rerun verifies. The
         ``.permute`` fix is unsafe: the layout is inferred from the sizes, and code after the
         model call that reads the batch as channels-last (plotting) must permute it back.
 
     Not handled:
-        ``in_channels`` given by a name or an expression (the diagnosis says what it must
-        evaluate to); grouped convolutions (``groups`` > 1); convolutions built in a loop or a
-        comprehension; functional ``F.conv2d`` on a hand-made weight.
+        ``in_channels`` computed by an expression, written in no single place, or a parameter's
+        default (the diagnosis says what it must evaluate to); a named ``in_channels`` of a
+        layer whose input is another layer's output; grouped convolutions (``groups`` > 1);
+        convolutions built in a loop or a comprehension; functional ``F.conv2d`` on a hand-made
+        weight.
     """
 
     ID = "conv-in-channels"
     TITLE = "Convolution in_channels does not match its input's channels"
     TAGS = frozenset({"shape"})
     APPLICABILITY = Applicability.SAFE
-    EVIDENCE = frozenset({"failing_module", "locals"})
+    EVIDENCE = frozenset({"failing_module", "locals", probe.NAME})
+    # on in the rerun that gathers evidence for this failure only (every case of every pattern
+    # would otherwise record it): which convs a traced load_state_dict filled, and the
+    # channels each conv took before the failure
+    RERUN_PROBES = frozenset({probe.NAME})
     SIGNATURES = (
         signature("RuntimeError", r"Given (?P<kind>groups|transposed)=(?P<groups>\d+),\s+" + _WEIGHT + r",?\s+" + _EXPECTED),
         signature(
@@ -131,7 +164,7 @@ class ConvInChannels(Pattern):
             + r"but got input to have (?P<got_rank>\d) dimensions and input\.size\[1\] == (?P<got>\d+)",
         ),
     )
-    REWRITES = (SetInChannels, PermuteChannelsFirst)
+    REWRITES = (SetInChannels, SetWrittenChannels, PermuteChannelsFirst)
 
     def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
         module = evidence.failing_module if evidence else None
@@ -179,6 +212,17 @@ class ConvInChannels(Pattern):
         data = _data_frame(evidence, failure, shape)
         if shape[-1] == in_channels and channels != in_channels:
             return self._channels_last(layer, shape, in_channels, rank, data, frame, sources)
+        earlier = _channels_before(evidence, site, kind, in_channels) if site is not None else None
+        if data is not None and earlier:
+            # the layer already took batches of its own channel count: the channels changed
+            # within the data (a grayscale image among RGB ones), the layer is not the odd one
+            return self.decline(
+                f"{layer} receives {shape_text(shape)} from the data, but it had already taken {earlier} "
+                f"(traced): the data's channel count changed from batch to batch",
+                diagnosis=f"Some samples of the data have {channels} channels and the others {in_channels}: "
+                          f"{_conversion(in_channels, channels)}, where the dataset loads each sample.",
+                at=data[1],
+            )
         if site is None or not site.user or not Path(site.file).is_absolute():
             return self.decline(f"{layer} was built outside the project's own code", diagnosis=_remedy(in_channels, channels), at=frame)
         src = source(sources, site.file)
@@ -190,7 +234,7 @@ class ConvInChannels(Pattern):
                 f"{layer} is not built by one nn.{kind} call at {place(site)} (a library or pretrained model)",
                 diagnosis=_convert(in_channels, channels), at=frame,
             )
-        pretrained = _pretrained(sources, failure, site)
+        pretrained = _loaded_weights(evidence, failure, site, in_channels, sources)
         if pretrained is not None and data is not None:
             return self.decline(
                 f"{layer} takes {in_channels} channels and the data has {channels}, but the model's weights are "
@@ -206,11 +250,7 @@ class ConvInChannels(Pattern):
         if target is None or has_star_args(call):
             return self.decline("the in_channels argument is not written out in the call", diagnosis=_remedy(in_channels, channels), at=site)
         if not isinstance(target.value, cst.Integer):
-            return self.decline(
-                f"in_channels is `{src.code(target.value)}`, not a number",
-                diagnosis=f"{layer} receives {channels} channels: make `{src.code(target.value)}` evaluate to {channels}",
-                at=site,
-            )
+            return self._written_in_channels(module, layer, site, src, target.value, channels, shape, data, evidence, sources)
         old = one_line(src.module, call)
         new = one_line(src.module, replace_arg_value(call, target, cst.Integer(str(channels))))
         source_of_input = (
@@ -234,6 +274,56 @@ class ConvInChannels(Pattern):
             evidence_text=f"the {kind} built at {place(site)} received {source_of_input} (traced)",
         )
 
+
+    def _written_in_channels(
+        self, module: FailingModule, layer: str, site: Frame, src: Source, value: cst.BaseExpression, channels: int,
+        shape: Sequence[int], data: tuple[str, Frame] | None, evidence: Evidence | None, sources: Sources,
+    ) -> Site | Decline:
+        """``in_channels`` given by a name: the number is changed where its value is written
+        (the argument at the constructor's call site, a config attribute or dict entry, an
+        argparse default, a name bound once), found by the shared provenance analysis along
+        the constructor chain the run traced."""
+        code = src.code(value)
+        diagnosis = f"{layer} receives {channels} channels: make `{code}` evaluate to {channels}"
+        traced = _layer_record(evidence, site, str(module.type), module.in_channels)
+        written = written_at(sources, str(src.path), value, traced.chain if traced else ())
+        if written is None:
+            return self.decline(f"in_channels is `{code}`, and no one place in the source writes its value",
+                                diagnosis=diagnosis, at=site)
+        if data is None:
+            # a later layer's in_channels must follow the layer before it, and the number
+            # may size other layers too: only the channels of the data itself are followed
+            return self.decline(f"in_channels is `{code}` (written as {written.code} at {written.place}) and the "
+                                "layer's input is another layer's output, not the data",
+                                diagnosis=diagnosis, at=site)
+        if written.kind == DEFAULT:
+            return self.decline(
+                f"in_channels is `{code}`, the default {written.code} of a parameter (at {written.place}) that the "
+                "call building the model leaves out: the default may serve other uses of the class",
+                diagnosis=f"{diagnosis}: pass it where the model is built ({code}={channels})", at=site,
+            )
+        if integer_value(written.node) != module.in_channels:
+            return self.decline(f"in_channels is `{code}`, written as {written.code} at {written.place}, which is "
+                                f"not the {module.in_channels} the layer was built with", diagnosis=diagnosis, at=site)
+        return Site(
+            pattern=self.ID,
+            file=written.file,
+            span=written.span,
+            rewrite=SetWrittenChannels(channels),
+            summary=(f"Changed {written.code} to {channels} at {written.place} ({written.kind}), where the "
+                     f"in_channels `{code}` of {layer} is written, to match the traced input ({shape_text(shape)})"),
+            applicability=self.APPLICABILITY,
+            evidence={
+                "conv": {**module.to_json(), "site": place(site)},
+                "traced_input_shape": list(shape),
+                "in_channels": {"was": module.in_channels, "now": channels, "expr": code},
+                "written_at": list(written.trail),
+                "input_is_data": True,
+            },
+            evidence_text=(f"the {module.type} built at {place(site)} received the data as loaded ({data[0]} "
+                           f"{shape_text(shape)} in {place(data[1])}); `{code}` = {module.in_channels} is written at "
+                           f"{written.place} (traced)"),
+        )
 
     def _channels_last(
         self, layer: str, shape: Sequence[int], in_channels: int, rank: int,
@@ -286,6 +376,11 @@ def _remedy(expected: int, got: int) -> str:
 
 
 def _convert(in_channels: int, channels: int) -> str:
+    return f"The layer's weights fix its {in_channels} input channels, so convert the data instead: {_conversion(in_channels, channels)}."
+
+
+def _conversion(in_channels: int, channels: int) -> str:
+    """How to give a layer of ``in_channels`` the data it receives with ``channels``."""
     if in_channels == 3 and channels == 1:
         how = ("repeat the grayscale channel: x.repeat(1, 3, 1, 1), or transforms.Grayscale(num_output_channels=3) "
                "in the dataset, or images opened with .convert('RGB')")
@@ -295,7 +390,7 @@ def _convert(in_channels: int, channels: int) -> str:
         how = "drop the alpha channel (.convert('RGB') when opening the images, or x[:, :3])"
     else:
         how = f"give it {in_channels}-channel inputs"
-    return f"The layer's weights fix its {in_channels} input channels, so convert the data instead: {how}."
+    return how
 
 
 def _conv_call(src: Source, line: int, in_channels: int, kind: str) -> cst.Call | None:
@@ -313,6 +408,31 @@ def _conv_call(src: Source, line: int, in_channels: int, kind: str) -> cst.Call 
     return found[0] if len(found) == 1 else None
 
 
+def _history(evidence: Evidence | None) -> Mapping[str, Any] | None:
+    """The conv-history probe's record (None: the probe did not run)."""
+    if evidence is None or probe.NAME not in evidence.probes:
+        return None
+    record = evidence.probe_records.get(probe.EVIDENCE_KEY)
+    return record if isinstance(record, Mapping) else None
+
+
+def _channels_before(evidence: Evidence | None, site: Frame, kind: str, in_channels: int) -> str | None:
+    """The batches of its own ``in_channels`` that the failing conv completed before ("3
+    batches of 3 channels"), None when it failed on its first (or the probe did not run)."""
+    history = _history(evidence)
+    convs = history.get("forwards") if history is not None else None
+    for conv in convs if isinstance(convs, list) else ():
+        if not isinstance(conv, Mapping) or conv.get("type") != kind or conv.get("in_channels") != in_channels:
+            continue
+        where = resolve_site(evidence, conv.get("site"))
+        count = conv.get("forwards")
+        channels = conv.get("channels")
+        if where is not None and _same_line(where, site) and isinstance(count, int) and count > 0 \
+                and isinstance(channels, list) and in_channels in channels:
+            return f"{count} batch{'es' if count > 1 else ''} of {in_channels} channels"
+    return None
+
+
 def _data_frame(evidence: Evidence | None, failure: Failure, shape: Sequence[int]) -> tuple[str, Frame] | None:
     """The tensor of the user's frames outside a ``forward`` that has the conv's input shape:
     the batch as the data gave it."""
@@ -327,8 +447,63 @@ def _data_frame(evidence: Evidence | None, failure: Failure, shape: Sequence[int
     return None
 
 
-def _pretrained(sources: Sources, failure: Failure, site: Frame) -> str | None:
-    """A call in the project's failing files that loads weights into a model, if any."""
+def _layer_record(evidence: Evidence | None, site: Frame, kind: str, in_channels: int | None) -> LayerSite | None:
+    """The run's construction record of the failing conv (its size expressions' traced values
+    and constructor chain): the one built at its site with its sizes."""
+    if evidence is None:
+        return None
+    found = [
+        layer for layer in evidence.layer_sites
+        if layer.type == kind and layer.site is not None and _same_line(layer.site, site)
+        and layer.args.get("in_channels") == in_channels
+    ]
+    # built more than once through different calls: no one chain
+    return found[0] if found and all(layer.chain == found[0].chain for layer in found) else None
+
+
+def _same_line(a: Frame, b: Frame) -> bool:
+    return a.line == b.line and (a.file == b.file or Path(a.file).resolve() == Path(b.file).resolve())
+
+
+def _loaded_weights(
+    evidence: Evidence | None, failure: Failure, site: Frame, in_channels: int, sources: Sources
+) -> str | None:
+    """The traced ``load_state_dict`` that filled the failing conv's weight (the probe), if one
+    did: a load the run never executed, or one that left the conv out, does not count.
+
+    A load into another instance of the failing model's class (a teacher of the same class) is
+    told apart by where the loaded model was built; a load into a submodule counts.
+    Without the probe's record (evidence from elsewhere) the source is read instead.
+    """
+    history = _history(evidence)
+    records = history.get("loads") if history is not None else None
+    if evidence is None or not isinstance(records, list):
+        return _pretrained_in_source(sources, failure, site)
+    failing_models = [
+        (model.type, model_site) for frame in failure.frames if frame.user and frame.function == "forward"
+        if (model := evidence.scope(frame).locals.get("self")) is not None and model.is_module
+        if (model_site := resolve_site(evidence, model.site)) is not None
+    ]
+    for record in records:
+        if not isinstance(record, Mapping) or not isinstance(record.get("convs"), list):
+            continue
+        model_site = resolve_site(evidence, record.get("model_site"))
+        same_class = [where for kind, where in failing_models if kind == record.get("model")]
+        if model_site is not None and same_class and not any(_same_line(model_site, m) for m in same_class):
+            continue  # weights loaded into another instance of the failing model's class (a teacher)
+        for conv in record["convs"]:
+            conv_site = resolve_site(evidence, conv.get("site")) if isinstance(conv, Mapping) else None
+            if conv_site is None or not _same_line(conv_site, site) or conv.get("in_channels") != in_channels:
+                continue
+            loaded_at = resolve_site(evidence, record.get("site"))
+            where = f" at {place(loaded_at)}" if loaded_at else ""
+            return f"{record.get('model')}.load_state_dict{where} filled {conv.get('name') or 'its'} weight (traced)"
+    return None
+
+
+def _pretrained_in_source(sources: Sources, failure: Failure, site: Frame) -> str | None:
+    """A call in the project's failing files that loads weights into a model, if any (read
+    from the source: for evidence without the conv-history probe's record)."""
     files = {f.file for f in failure.frames if f.user} | {site.file}
     for file in sorted(files):
         src = source(sources, file)

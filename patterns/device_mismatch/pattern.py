@@ -30,6 +30,7 @@ from repairbot.analysis import (
     one_line,
     place_in,
     traced_line_matches,
+    walk,
 )
 from repairbot.codemod import append_keyword, quote_of
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
@@ -335,6 +336,48 @@ class _View:
         return self.scope.get(name)
 
 
+def _tensor_attributes(view: _View, attributes: Sequence[str]) -> list[str]:
+    """The ``self.x`` operands that can be a plain tensor, likeliest first: not ``self.training``,
+    not registered as a buffer or made a Parameter or a module in the class (those move with
+    the model), and an attribute assigned arithmetic of numbers (``key_dim ** -0.5``) last."""
+    classes = [
+        n for n, span in view.positions.items()
+        if isinstance(n, cst.ClassDef) and span.line <= view.frame.line <= span.end_line
+    ]
+    cls = min(classes, key=lambda n: view.positions[n].end_line - view.positions[n].line) if classes else None
+    if cls is None:
+        return list(attributes)
+    registered: set[str] = set()
+    values: dict[str, list[cst.BaseExpression]] = {}
+    for node in walk(cls):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "register_buffer" \
+                and node.args and isinstance(node.args[0].value, cst.SimpleString):
+            registered.add(node.args[0].value.evaluated_value if isinstance(node.args[0].value.evaluated_value, str) else "")
+        if isinstance(node, cst.Assign) and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+                values.setdefault(target.attr.value, []).append(node.value)
+
+    def moved_with_model(value: cst.BaseExpression) -> bool:
+        func = value.func if isinstance(value, cst.Call) else None
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        return name == "Parameter" or (name[:1].isupper() and isinstance(func, cst.Attribute)
+                                       and view.code(func.value) in ("nn", "torch.nn"))
+
+    def numeric(value: cst.BaseExpression) -> bool:
+        return isinstance(value, cst.Integer | cst.Float | cst.UnaryOperation | cst.BinaryOperation) and not any(
+            isinstance(n, cst.Call | cst.Subscript) for n in walk(value))
+
+    kept = []
+    for attribute in attributes:
+        attr = attribute.split(".", 1)[1]
+        assigned = values.get(attr, [])
+        if attr == "training" or attr in registered or (assigned and all(moved_with_model(v) for v in assigned)):
+            continue
+        kept.append((bool(assigned) and all(numeric(v) for v in assigned), attribute))
+    return [attribute for _, attribute in sorted(kept, key=lambda item: item[0])]
+
+
 def _parameter_names(function: cst.FunctionDef | None) -> set[str]:
     return set(parameter_names(function)) if function is not None else set()
 
@@ -545,12 +588,12 @@ class _Locator:
             )
         else:
             reason = f"no variable of `{short}` at {view.location} was traced on {self.behind}; what stayed behind cannot be attributed"
-        attributes = [u for u in view.unrecorded if re.fullmatch(r"self\.\w+", u)]
+        attributes = _tensor_attributes(view, [u for u in view.unrecorded if re.fullmatch(r"self\.\w+", u)])
         if attributes:
             attr = attributes[0].split(".", 1)[1]
             diagnosis = (
                 f"`{attributes[0]}` is a plain tensor attribute, and Module.to() moves only parameters and buffers: "
-                f"register it in __init__ with self.register_buffer(\"{attr}\", ...)"
+                f"register it with self.register_buffer(\"{attr}\", ...) where it is assigned"
             )
         else:
             diagnosis = f"create that tensor on the device of the others (device=..., or .to(...) on its result) at {view.location}"

@@ -1,0 +1,5 @@
+import torch
+
+from model import Classifier
+
+torch.save(Classifier().state_dict(), "rgb_classifier.pt")
