@@ -208,6 +208,15 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield from walk(child)
 
 
+def own_nodes(owner: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``owner`` and everything under it in its own code, in source order: nested functions,
+    classes and lambdas (their own scopes) are not entered."""
+    yield owner
+    for child in owner.children:
+        if not isinstance(child, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            yield from own_nodes(child)
+
+
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 

@@ -23,6 +23,7 @@ from repairbot.analysis import (
     grad_off_in,
     loss_call_at,
     loss_name,
+    own_nodes,
     source,
     spans,
     statement_of,
@@ -273,3 +274,26 @@ def test_import_bindings_one_reading_for_the_flat_table_and_the_scoped_view() ->
 @pytest.mark.parametrize(("name", "inplace"), [("add_", True), ("zero_", True), ("add", False), ("__iadd__", False), ("_foo_", False)])
 def test_is_inplace_method(name: str, inplace: bool) -> None:
     assert is_inplace_method(name) is inplace
+
+
+def test_own_nodes_leave_nested_scopes_out() -> None:
+    module = cst.parse_module(textwrap.dedent("""\
+        def outer():
+            a = 1
+            def inner():
+                b = 2
+            class Box:
+                c = 3
+            key = lambda d: d
+            e = f(4)
+    """))
+    outer = module.body[0]
+    assigned = [
+        target.target.value
+        for node in own_nodes(outer)
+        if isinstance(node, cst.Assign)
+        for target in node.targets
+        if isinstance(target.target, cst.Name)
+    ]
+    assert assigned == ["a", "key", "e"]
+    assert not any(isinstance(node, cst.Lambda | cst.FunctionDef) and node is not outer for node in own_nodes(outer))

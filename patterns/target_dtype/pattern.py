@@ -27,6 +27,7 @@ from repairbot.analysis import (
     loss_name,
     name_reads,
     one_line,
+    own_nodes,
     place,
     place_in,
     shape_text,
@@ -973,9 +974,7 @@ def _binding_before(src: Source, scope: cst.CSTNode, node: cst.Name) -> cst.Base
     ``name = value``, or its element of ``a, name = x, value``."""
     line = src.line(node)
     found: tuple[int, cst.BaseExpression] | None = None
-    for each in walk(scope):
-        if each is not scope and isinstance(each, cst.FunctionDef | cst.ClassDef | cst.Lambda):
-            continue
+    for each in own_nodes(scope):
         if not isinstance(each, cst.Assign) or each not in src.positions or src.line(each) >= line:
             continue
         value = assigned_value(each, node.value)
@@ -1151,16 +1150,7 @@ def _converted(value: cst.BaseExpression, method: str) -> bool:
 
 
 def _calls_in(owner: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-    stack = [owner]
-    while stack:
-        node = stack.pop()
-        if node is not owner and isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda):
-            continue
-        if isinstance(node, cst.Call):
-            found.append(node)
-        stack.extend(node.children)
-    return found
+    return [node for node in own_nodes(owner) if isinstance(node, cst.Call)]
 
 
 def _same_callee(src: Source, a: cst.Call, b: cst.Call) -> bool:
