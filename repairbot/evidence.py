@@ -14,11 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from repairbot.trace.harness.evidence_keys import CORE_KEYS
+from repairbot.trace.harness.evidence_keys import CORE_KEYS, SCHEMA
 from repairbot.tracebacks import worker_exception, worker_frames
 from repairbot.types import Failure, Frame, HealthFinding
-
-SCHEMA = "repairbot.evidence/1"
 
 
 def _int(value: Any) -> int | None:

@@ -9,10 +9,9 @@ import types
 from typing import Any, Dict
 
 from . import realos
+from .evidence_keys import SCHEMA
 from .frames import OWNERSHIP, frame_record, loaded_module_files, short_site
 from .frames import shape as _shape
-
-SCHEMA = "repairbot.evidence/1"
 
 
 def _describe(value: Any, torch: Any, state: Any = None) -> Any:

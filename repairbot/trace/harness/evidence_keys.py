@@ -1,9 +1,12 @@
-"""The keys of evidence.json that the harness's core writes, read by both sides: the harness
+"""The schema and the keys of evidence.json that the harness's core writes, read by both sides: the harness
 (evidence.py writes them; a pattern's probe may not claim one) and repairbot's own
 ``repairbot/evidence.py`` (every other key is a pattern probe's record). Standard library
 only, imports nothing: the main process imports it without torch."""
 
 from typing import FrozenSet
+
+# The version both sides check: the parent reads no evidence.json of another schema.
+SCHEMA = "repairbot.evidence/1"
 
 CORE_KEYS: FrozenSet[str] = frozenset({
     "schema", "outcome", "exit_code", "exception", "stopped_at", "limits", "progress", "linears",
