@@ -383,18 +383,18 @@ def test_evidence_is_valid_json_with_schema(tmp_path: Path) -> None:
     assert os.environ.get("OMP_NUM_THREADS") == "1"
 
 
-def _pattern_probe_keys() -> set[str]:
-    """The EVIDENCE_KEY each pattern's probe.py declares, read from its source."""
+def _pattern_probe_declarations(name: str) -> set[str]:
+    """What each pattern's probe.py declares as ``name`` (NAME, EVIDENCE_KEY), read from its source."""
     import ast
 
     from repairbot.registry import probe_files
 
-    keys = set()
+    found = set()
     for path in probe_files():
         for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EVIDENCE_KEY" for t in node.targets):
-                keys.add(ast.literal_eval(node.value))
-    return keys
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+                found.add(ast.literal_eval(node.value))
+    return found
 
 
 def test_evidence_holds_the_core_keys_and_the_pattern_probes_records_only(tmp_path: Path) -> None:
@@ -404,12 +404,18 @@ def test_evidence_holds_the_core_keys_and_the_pattern_probes_records_only(tmp_pa
     from repairbot.trace.harness.evidence_keys import CORE_KEYS
 
     script = write(tmp_path / "train.py", "import torch\nprint(torch.nn.Linear(2, 1)(torch.ones(1, 2)))\n")
+    every_probe = frozenset(_pattern_probe_declarations("NAME"))
     with make_runner(tmp_path, keep_scratch=True) as runner:
         runner.run(RunRequest(script=script, cwd=tmp_path, probe_files=()))
         runner.run(RunRequest(script=script, cwd=tmp_path))
-    bare, full = (json.loads((tmp_path / "scratch" / f"run-{n}" / "evidence.json").read_text()) for n in (1, 2))
+        runner.run(RunRequest(script=script, cwd=tmp_path, probes=every_probe))
+    bare, loaded, full = (
+        json.loads((tmp_path / "scratch" / f"run-{n}" / "evidence.json").read_text()) for n in (1, 2, 3)
+    )
     assert set(bare) == CORE_KEYS
-    pattern_keys = _pattern_probe_keys()
+    # the patterns' probes loaded but not asked for write nothing: a new one changes no recording
+    assert set(loaded) == CORE_KEYS
+    pattern_keys = _pattern_probe_declarations("EVIDENCE_KEY")
     assert pattern_keys and not pattern_keys & CORE_KEYS
     assert set(full) == CORE_KEYS | pattern_keys
     assert set(evidence_from_json(full).probe_records) == pattern_keys
@@ -470,7 +476,7 @@ def test_inplace_probe_records_in_place_ops_since_the_last_backward(tmp_path: Pa
     plain = run(tmp_path, script)
     assert plain.failure is not None and "modified by an inplace operation" in plain.failure.message
     # the pattern's probe is loaded (its key is there) but off until it is asked for
-    assert plain.evidence.probe_records["inplace_ops"] is None and "inplace-ops" not in plain.evidence.probes
+    assert "inplace_ops" not in plain.evidence.probe_records and "inplace-ops" not in plain.evidence.probes
     traced = run(tmp_path, script, probes=frozenset({"inplace-ops"}))
     # the same failure; only torch's hint differs, as the rerun is in anomaly mode
     assert traced.failure.message.split(" Hint:")[0] == plain.failure.message.split(" Hint:")[0]

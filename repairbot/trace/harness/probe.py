@@ -80,5 +80,7 @@ def install_probes(run: Run, probes: Iterable[Probe], late: bool) -> None:
         getter = None
         if probe.wanted(run) and (run.torch is not None or not probe.needs_torch):
             getter = probe.install(run)
-        if probe.evidence_key is not None:
+        # A pattern's probe that did not run writes nothing: adding a pattern with a probe changes
+        # no other pattern's evidence.json (the core's keys are always there, None when off).
+        if probe.evidence_key is not None and (getter is not None or probe.evidence_key in CORE_KEYS):
             run.add_record(probe.evidence_key, getter)
