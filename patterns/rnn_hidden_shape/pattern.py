@@ -221,8 +221,14 @@ def _init_call(
         if arg is None:
             return "the init_hidden call takes no batch size"
         parameter = arg.keyword.value if arg.keyword is not None else "batch_size"
-        rebound = {e.name for e in events(_body(loop)) if e.kind == "bind"}
-        targets = [n for n in _loop_names(loop.target) if n not in rebound]  # a tensor reshaped in the body may differ
+        # a tensor rebound in the body before the failing line may have had another shape at the call
+        # (a device or dtype move keeps it; a nested loop further down, an evaluation pass, comes later)
+        rebound = {
+            e.name for e in events(_body(loop))
+            if e.kind == "bind" and not _keeps_shape(e.statement, e.name)
+            and (e.statement not in src.positions or src.positions[e.statement].line <= frame.line)
+        }
+        targets = [n for n in _loop_names(loop.target) if n not in rebound]
         tensors = local_tensors(evidence, frame)
         choices = []
         for name in targets:
@@ -258,6 +264,31 @@ def _state_made(
             last = max(assigns, key=lambda node: src.positions[node].line)
             return src.code(last), Frame(file=str(src.path), line=src.line(last), user=True)
     return None
+
+
+# Tensor methods that return a tensor of the same shape: moving a batch (``inputs.cuda()``,
+# ``x.to(device)``) or casting it (``labels.float()``) leaves its batch dimension where it was.
+_SAME_SHAPE = frozenset({"cuda", "cpu", "to", "float", "long", "double", "half", "int", "bool", "contiguous",
+                         "detach", "type", "clone", "requires_grad_"})
+
+
+def _keeps_shape(statement: cst.CSTNode, name: str) -> bool:
+    """Whether ``statement`` rebinds ``name`` only to a same-shape copy of itself
+    (``inputs = inputs.cuda()``, ``inputs, labels = inputs.to(device), labels.to(device)``)."""
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return False
+    target, value = statement.targets[0].target, statement.value
+    pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = [(target, value)]
+    if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List):
+        if len(target.elements) != len(value.elements):
+            return False
+        pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]
+    for bound, made in pairs:
+        if isinstance(bound, cst.Name) and bound.value == name:
+            return (isinstance(made, cst.Call) and isinstance(made.func, cst.Attribute)
+                    and made.func.attr.value in _SAME_SHAPE
+                    and isinstance(made.func.value, cst.Name) and made.func.value.value == name)
+    return False
 
 
 def _within(src: Source, node: cst.CSTNode, loop: cst.For) -> bool:
