@@ -213,7 +213,8 @@ def _init_call(
         if not inside:
             if calls:
                 made = Frame(file=str(src.path), line=src.line(calls[-1]), user=True)
-                return (f"the state is made once at {place(made)}, before the loop at {place(frame)}, and carried "
+                header = Frame(file=str(src.path), line=src.line(loop), user=True)
+                return (f"the state is made once at {place(made)}, before the loop at {place(header)}, and carried "
                         "across batches: a batch of another size (the last one) cannot reuse it")
             return "the state is not made by an init_hidden-style call in the loop that feeds the RNN"
         call = inside[-1]
