@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -13,6 +13,7 @@ from repairbot.analysis import (
     argument,
     events,
     local_tensors,
+    own_nodes,
     place,
     resolve_site,
     shape_of,
@@ -20,7 +21,7 @@ from repairbot.analysis import (
     source,
 )
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import DescribedValue, Evidence
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
@@ -163,8 +164,8 @@ class RnnHiddenShape(Pattern):
             summary=f"Changed {old} to {new}: the state must have the batch's own size ({expected[1]} here, {got[1]} given)",
             applicability=self.APPLICABILITY,
             evidence={"expected": expected, "got": got, "state_made_at": place(made), "batch": batch},
-            evidence_text=(f"{reason}; the state is made per batch at {place(made)} and the loop at "
-                           f"{place(loop_frame)} took a batch of {expected[1]}"),
+            evidence_text=(f"{reason}; the state is made for each batch at {place(made)} and the batch at "
+                           f"{place(loop_frame)} has {expected[1]}"),
         )
 
     @classmethod
@@ -201,6 +202,9 @@ def _init_call(
     for frame, src in _callers_of_forward(failure, sources):
         loops = [n for n in src.around(frame.line, cst.For)]
         if not loops:
+            per_call = _per_call_state(frame, src, evidence, batch)
+            if per_call is not None:
+                return per_call
             continue
         loop = loops[0]
         assert isinstance(loop, cst.For)
@@ -230,21 +234,65 @@ def _init_call(
             and (e.statement not in src.positions or src.positions[e.statement].line <= frame.line)
         }
         targets = [n for n in _loop_names(loop.target) if n not in rebound]
-        tensors = local_tensors(evidence, frame)
-        choices = []
-        for name in targets:
-            shape = shape_of(tensors[name]) if name in tensors else None
-            if not shape or len(shape) < 2:
-                continue
-            dims = [d for d in (0, 1) if shape[d] == batch]
-            if len(dims) == 1:
-                choices.append(f"{name}.size({dims[0]})")
+        choices = _batch_sizes(targets, local_tensors(evidence, frame), batch)
         if not choices:
             return f"no tensor the loop takes has a single dimension of the batch's size {batch}"
         made = Frame(file=str(src.path), line=src.line(call), user=True)
         loop_frame = Frame(file=str(src.path), line=src.line(loop), user=True)
         return src, call, parameter, choices[0], loop_frame, made
     return "no loop of the project's own code feeds the RNN"
+
+
+def _batch_sizes(names: Sequence[str], tensors: Mapping[str, DescribedValue], batch: int) -> list[str]:
+    """``name.size(d)`` for each of ``names`` whose traced tensor has the batch's size in exactly
+    one of its first two dimensions (batch-first or sequence-first)."""
+    choices = []
+    for name in names:
+        shape = shape_of(tensors[name]) if name in tensors else None
+        if not shape or len(shape) < 2:
+            continue
+        dims = [d for d in (0, 1) if shape[d] == batch]
+        if len(dims) == 1:
+            choices.append(f"{name}.size({dims[0]})")
+    return choices
+
+
+def _per_call_state(
+    frame: Frame, src: Source, evidence: Evidence | None, batch: int
+) -> tuple[Source, cst.Call, str, str, Frame, Frame] | None:
+    """A state made by an ``init_hidden(...)`` call in the failing function itself, outside any loop
+    (``predict(net, review)``: ``h = net.init_hidden(batch_size)`` then ``net(features, h)``): it is
+    made afresh for each call, so it takes the size of a tensor that function already holds, one
+    bound before the call and not rebound up to the failing line (a device or dtype move aside)."""
+    functions = src.around(frame.line, cst.FunctionDef)
+    owner: cst.CSTNode = functions[0] if functions else src.module
+    calls = [
+        node for node in own_nodes(owner)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+        and _INIT_NAMES.match(node.func.attr.value) and node in src.positions and src.line(node) <= frame.line
+    ]
+    if not calls:
+        return None
+    call = max(calls, key=src.line)
+    arg = argument(call, 0, "batch_size") or argument(call, 0, "bsz")
+    if arg is None:
+        return None
+    parameter = arg.keyword.value if arg.keyword is not None else "batch_size"
+    made_line = src.line(call)
+    scope = src.statements_of(frame.line)
+    bound_before = {e.name for e in events(scope) if e.kind == "bind" and e.statement in src.positions
+                    and src.positions[e.statement].line < made_line}
+    if isinstance(owner, cst.FunctionDef):
+        bound_before |= {param.name.value for param in owner.params.params}
+    rebound = {e.name for e in events(scope) if e.kind == "bind" and e.statement in src.positions
+               and made_line <= src.positions[e.statement].line <= frame.line
+               and not _keeps_shape(e.statement, e.name)}
+    tensors = local_tensors(evidence, frame)
+    choices = _batch_sizes([n for n in tensors if n in bound_before and n not in rebound], tensors, batch)
+    if not choices:
+        return None
+    made = Frame(file=str(src.path), line=made_line, user=True)
+    return src, call, parameter, choices[0], Frame(file=str(src.path), line=frame.line, user=True), made
 
 
 def _state_made(
