@@ -56,7 +56,12 @@ class RnnHiddenShape(Pattern):
         An ``init_hidden(batch_size)`` (``initHidden``, ``init_state``) called for every batch
         inside the training loop with a fixed batch size, when a batch (the last partial one,
         an evaluation batch) has another size: the argument becomes the batch's own size,
-        ``inputs.size(0)`` (``size(1)`` for sequence-first inputs). Diagnosed: a hidden state
+        ``inputs.size(0)`` (``size(1)`` for sequence-first inputs). A batch moved or cast in the
+        loop (``inputs = inputs.cuda()``) keeps its size; names rebound further down the body (a
+        validation pass) do not count. The same for a state made afresh in the failing function
+        itself, outside any loop (``predict(net, review)``: ``h = net.init_hidden(batch_size)``
+        then ``net(feature_tensor, h)``): it takes the size of the tensor that function holds,
+        bound before the call and not reshaped up to the RNN. Diagnosed: a hidden state
         made once and carried across batches, ``num_layers`` or ``bidirectional`` changed
         without the hidden state, a 2-D hidden state for batched input.
 
