@@ -239,6 +239,14 @@ def _init_call(
             and (e.statement not in src.positions or src.positions[e.statement].line <= frame.line)
         }
         targets = [n for n in _loop_names(loop.target) if n not in rebound]
+        # or a batch the body makes before the call (current_seq = torch.LongTensor(current_seq)) and
+        # leaves alone up to the failing line: its traced shape is the one the call saw
+        made_line = src.line(call)
+        binds = [e for e in events(_body(loop)) if e.kind == "bind" and e.statement in src.positions]
+        later = {e.name for e in binds if made_line <= src.positions[e.statement].line <= frame.line
+                 and not _keeps_shape(e.statement, e.name)}
+        targets += [e.name for e in binds if src.positions[e.statement].line < made_line
+                    and e.name not in later and e.name not in targets]
         choices = _batch_sizes(targets, local_tensors(evidence, frame), batch)
         if not choices:
             return f"no tensor the loop takes has a single dimension of the batch's size {batch}"
