@@ -58,7 +58,9 @@ class RnnHiddenShape(Pattern):
         an evaluation batch) has another size: the argument becomes the batch's own size,
         ``inputs.size(0)`` (``size(1)`` for sequence-first inputs). A batch moved or cast in the
         loop (``inputs = inputs.cuda()``) keeps its size; names rebound further down the body (a
-        validation pass) do not count. The same for a state made afresh in the failing function
+        validation pass) do not count; a batch the body makes before the call
+        (``current_seq = torch.LongTensor(current_seq)`` in a generation loop) gives the size
+        when nothing rebinds it up to the RNN. The same for a state made afresh in the failing function
         itself, outside any loop (``predict(net, review)``: ``h = net.init_hidden(batch_size)``
         then ``net(feature_tensor, h)``): it takes the size of the tensor that function holds,
         bound before the call and not reshaped up to the RNN. Diagnosed: a hidden state
