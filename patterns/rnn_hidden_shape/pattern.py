@@ -62,8 +62,11 @@ class RnnHiddenShape(Pattern):
         (``current_seq = torch.LongTensor(current_seq)`` in a generation loop) gives the size
         when nothing rebinds it up to the RNN. The same for a state made afresh in the failing function
         itself, outside any loop (``predict(net, review)``: ``h = net.init_hidden(batch_size)``
-        then ``net(feature_tensor, h)``): it takes the size of the tensor that function holds,
-        bound before the call and not reshaped up to the RNN. Diagnosed: a hidden state
+        then ``net(feature_tensor, h)``), or made at the top of a function called per batch before
+        its time-step loop (``train(inp, target)``: ``decoder.init_hidden(args.batch_size)``, then
+        ``for c in range(chunk_len)``): it takes the size of a tensor that function holds, bound
+        before the call and not rebound up to the RNN nor anywhere in a loop between them (a batch
+        the loop binds means the state is carried). Diagnosed: a hidden state
         made once and carried across batches, ``num_layers`` or ``bidirectional`` changed
         without the hidden state, a 2-D hidden state for batched input.
 
@@ -222,6 +225,11 @@ def _init_call(
         ]
         inside = [c for c in calls if _within(src, c, loop)]
         if not inside:
+            # made at the top of a function called per batch, before its time-step loop
+            # (train(inp, target): hidden = decoder.init_hidden(args.batch_size); for c in ...)
+            per_call = _per_call_state(frame, src, evidence, batch) if _in_function(src, frame) else None
+            if per_call is not None:
+                return per_call
             if calls:
                 made = Frame(file=str(src.path), line=src.line(calls[-1]), user=True)
                 header = Frame(file=str(src.path), line=src.line(loop), user=True)
@@ -299,9 +307,16 @@ def _per_call_state(
                     and src.positions[e.statement].line < made_line}
     if isinstance(owner, cst.FunctionDef):
         bound_before |= {param.name.value for param in owner.params.params}
+    # a loop around the failing line but not around the call runs its whole body between the call and
+    # a later pass of that line: a binding anywhere in it counts (a batch bound in the loop is carried over)
+    loops = [src.positions[n] for n in src.around(frame.line, cst.For, cst.While)
+             if not src.positions[n].contains_line(made_line)]
+
+    def between(line: int) -> bool:
+        return made_line <= line <= frame.line or any(span.line <= line <= span.end_line for span in loops)
+
     rebound = {e.name for e in events(scope) if e.kind == "bind" and e.statement in src.positions
-               and made_line <= src.positions[e.statement].line <= frame.line
-               and not _keeps_shape(e.statement, e.name)}
+               and between(src.positions[e.statement].line) and not _keeps_shape(e.statement, e.name)}
     tensors = local_tensors(evidence, frame)
     choices = _batch_sizes([n for n in tensors if n in bound_before and n not in rebound], tensors, batch)
     if not choices:
@@ -353,6 +368,10 @@ def _keeps_shape(statement: cst.CSTNode, name: str) -> bool:
                     and made.func.attr.value in _SAME_SHAPE
                     and isinstance(made.func.value, cst.Name) and made.func.value.value == name)
     return False
+
+
+def _in_function(src: Source, frame: Frame) -> bool:
+    return any(isinstance(node, cst.FunctionDef) for node in src.around(frame.line, cst.FunctionDef))
 
 
 def _within(src: Source, node: cst.CSTNode, loop: cst.For) -> bool:
