@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -13,6 +13,7 @@ from repairbot.analysis import (
     argument,
     events,
     local_tensors,
+    own_nodes,
     place,
     resolve_site,
     shape_of,
@@ -20,7 +21,7 @@ from repairbot.analysis import (
     source,
 )
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence
+from repairbot.evidence import DescribedValue, Evidence
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
@@ -55,7 +56,17 @@ class RnnHiddenShape(Pattern):
         An ``init_hidden(batch_size)`` (``initHidden``, ``init_state``) called for every batch
         inside the training loop with a fixed batch size, when a batch (the last partial one,
         an evaluation batch) has another size: the argument becomes the batch's own size,
-        ``inputs.size(0)`` (``size(1)`` for sequence-first inputs). Diagnosed: a hidden state
+        ``inputs.size(0)`` (``size(1)`` for sequence-first inputs). A batch moved or cast in the
+        loop (``inputs = inputs.cuda()``) keeps its size; names rebound further down the body (a
+        validation pass) do not count; a batch the body makes before the call
+        (``current_seq = torch.LongTensor(current_seq)`` in a generation loop) gives the size
+        when nothing rebinds it up to the RNN. The same for a state made afresh in the failing function
+        itself, outside any loop (``predict(net, review)``: ``h = net.init_hidden(batch_size)``
+        then ``net(feature_tensor, h)``), or made at the top of a function called per batch before
+        its time-step loop (``train(inp, target)``: ``decoder.init_hidden(args.batch_size)``, then
+        ``for c in range(chunk_len)``): it takes the size of a tensor that function holds, bound
+        before the call and not rebound up to the RNN nor anywhere in a loop between them (a batch
+        the loop binds means the state is carried). Diagnosed: a hidden state
         made once and carried across batches, ``num_layers`` or ``bidirectional`` changed
         without the hidden state, a 2-D hidden state for batched input.
 
@@ -163,8 +174,8 @@ class RnnHiddenShape(Pattern):
             summary=f"Changed {old} to {new}: the state must have the batch's own size ({expected[1]} here, {got[1]} given)",
             applicability=self.APPLICABILITY,
             evidence={"expected": expected, "got": got, "state_made_at": place(made), "batch": batch},
-            evidence_text=(f"{reason}; the state is made per batch at {place(made)} and the loop at "
-                           f"{place(loop_frame)} took a batch of {expected[1]}"),
+            evidence_text=(f"{reason}; the state is made for each batch at {place(made)} and the batch at "
+                           f"{place(loop_frame)} has {expected[1]}"),
         )
 
     @classmethod
@@ -201,6 +212,9 @@ def _init_call(
     for frame, src in _callers_of_forward(failure, sources):
         loops = [n for n in src.around(frame.line, cst.For)]
         if not loops:
+            per_call = _per_call_state(frame, src, evidence, batch)
+            if per_call is not None:
+                return per_call
             continue
         loop = loops[0]
         assert isinstance(loop, cst.For)
@@ -211,9 +225,15 @@ def _init_call(
         ]
         inside = [c for c in calls if _within(src, c, loop)]
         if not inside:
+            # made at the top of a function called per batch, before its time-step loop
+            # (train(inp, target): hidden = decoder.init_hidden(args.batch_size); for c in ...)
+            per_call = _per_call_state(frame, src, evidence, batch) if _in_function(src, frame) else None
+            if per_call is not None:
+                return per_call
             if calls:
                 made = Frame(file=str(src.path), line=src.line(calls[-1]), user=True)
-                return (f"the state is made once at {place(made)}, before the loop at {place(frame)}, and carried "
+                header = Frame(file=str(src.path), line=src.line(loop), user=True)
+                return (f"the state is made once at {place(made)}, before the loop at {place(header)}, and carried "
                         "across batches: a batch of another size (the last one) cannot reuse it")
             return "the state is not made by an init_hidden-style call in the loop that feeds the RNN"
         call = inside[-1]
@@ -221,23 +241,88 @@ def _init_call(
         if arg is None:
             return "the init_hidden call takes no batch size"
         parameter = arg.keyword.value if arg.keyword is not None else "batch_size"
-        rebound = {e.name for e in events(_body(loop)) if e.kind == "bind"}
-        targets = [n for n in _loop_names(loop.target) if n not in rebound]  # a tensor reshaped in the body may differ
-        tensors = local_tensors(evidence, frame)
-        choices = []
-        for name in targets:
-            shape = shape_of(tensors[name]) if name in tensors else None
-            if not shape or len(shape) < 2:
-                continue
-            dims = [d for d in (0, 1) if shape[d] == batch]
-            if len(dims) == 1:
-                choices.append(f"{name}.size({dims[0]})")
+        # a tensor rebound in the body before the failing line may have had another shape at the call
+        # (a device or dtype move keeps it; a nested loop further down, an evaluation pass, comes later)
+        rebound = {
+            e.name for e in events(_body(loop))
+            if e.kind == "bind" and not _keeps_shape(e.statement, e.name)
+            and (e.statement not in src.positions or src.positions[e.statement].line <= frame.line)
+        }
+        targets = [n for n in _loop_names(loop.target) if n not in rebound]
+        # or a batch the body makes before the call (current_seq = torch.LongTensor(current_seq)) and
+        # leaves alone up to the failing line: its traced shape is the one the call saw
+        made_line = src.line(call)
+        binds = [e for e in events(_body(loop)) if e.kind == "bind" and e.statement in src.positions]
+        later = {e.name for e in binds if made_line <= src.positions[e.statement].line <= frame.line
+                 and not _keeps_shape(e.statement, e.name)}
+        targets += [e.name for e in binds if src.positions[e.statement].line < made_line
+                    and e.name not in later and e.name not in targets]
+        choices = _batch_sizes(targets, local_tensors(evidence, frame), batch)
         if not choices:
             return f"no tensor the loop takes has a single dimension of the batch's size {batch}"
         made = Frame(file=str(src.path), line=src.line(call), user=True)
         loop_frame = Frame(file=str(src.path), line=src.line(loop), user=True)
         return src, call, parameter, choices[0], loop_frame, made
     return "no loop of the project's own code feeds the RNN"
+
+
+def _batch_sizes(names: Sequence[str], tensors: Mapping[str, DescribedValue], batch: int) -> list[str]:
+    """``name.size(d)`` for each of ``names`` whose traced tensor has the batch's size in exactly
+    one of its first two dimensions (batch-first or sequence-first)."""
+    choices = []
+    for name in names:
+        shape = shape_of(tensors[name]) if name in tensors else None
+        if not shape or len(shape) < 2:
+            continue
+        dims = [d for d in (0, 1) if shape[d] == batch]
+        if len(dims) == 1:
+            choices.append(f"{name}.size({dims[0]})")
+    return choices
+
+
+def _per_call_state(
+    frame: Frame, src: Source, evidence: Evidence | None, batch: int
+) -> tuple[Source, cst.Call, str, str, Frame, Frame] | None:
+    """A state made by an ``init_hidden(...)`` call in the failing function itself, outside any loop
+    (``predict(net, review)``: ``h = net.init_hidden(batch_size)`` then ``net(features, h)``): it is
+    made afresh for each call, so it takes the size of a tensor that function already holds, one
+    bound before the call and not rebound up to the failing line (a device or dtype move aside)."""
+    functions = src.around(frame.line, cst.FunctionDef)
+    owner: cst.CSTNode = functions[0] if functions else src.module
+    calls = [
+        node for node in own_nodes(owner)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+        and _INIT_NAMES.match(node.func.attr.value) and node in src.positions and src.line(node) <= frame.line
+    ]
+    if not calls:
+        return None
+    call = max(calls, key=src.line)
+    arg = argument(call, 0, "batch_size") or argument(call, 0, "bsz")
+    if arg is None:
+        return None
+    parameter = arg.keyword.value if arg.keyword is not None else "batch_size"
+    made_line = src.line(call)
+    scope = src.statements_of(frame.line)
+    bound_before = {e.name for e in events(scope) if e.kind == "bind" and e.statement in src.positions
+                    and src.positions[e.statement].line < made_line}
+    if isinstance(owner, cst.FunctionDef):
+        bound_before |= {param.name.value for param in owner.params.params}
+    # a loop around the failing line but not around the call runs its whole body between the call and
+    # a later pass of that line: a binding anywhere in it counts (a batch bound in the loop is carried over)
+    loops = [src.positions[n] for n in src.around(frame.line, cst.For, cst.While)
+             if not src.positions[n].contains_line(made_line)]
+
+    def between(line: int) -> bool:
+        return made_line <= line <= frame.line or any(span.line <= line <= span.end_line for span in loops)
+
+    rebound = {e.name for e in events(scope) if e.kind == "bind" and e.statement in src.positions
+               and between(src.positions[e.statement].line) and not _keeps_shape(e.statement, e.name)}
+    tensors = local_tensors(evidence, frame)
+    choices = _batch_sizes([n for n in tensors if n in bound_before and n not in rebound], tensors, batch)
+    if not choices:
+        return None
+    made = Frame(file=str(src.path), line=made_line, user=True)
+    return src, call, parameter, choices[0], Frame(file=str(src.path), line=frame.line, user=True), made
 
 
 def _state_made(
@@ -258,6 +343,35 @@ def _state_made(
             last = max(assigns, key=lambda node: src.positions[node].line)
             return src.code(last), Frame(file=str(src.path), line=src.line(last), user=True)
     return None
+
+
+# Tensor methods that return a tensor of the same shape: moving a batch (``inputs.cuda()``,
+# ``x.to(device)``) or casting it (``labels.float()``) leaves its batch dimension where it was.
+_SAME_SHAPE = frozenset({"cuda", "cpu", "to", "float", "long", "double", "half", "int", "bool", "contiguous",
+                         "detach", "type", "clone", "requires_grad_"})
+
+
+def _keeps_shape(statement: cst.CSTNode, name: str) -> bool:
+    """Whether ``statement`` rebinds ``name`` only to a same-shape copy of itself
+    (``inputs = inputs.cuda()``, ``inputs, labels = inputs.to(device), labels.to(device)``)."""
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return False
+    target, value = statement.targets[0].target, statement.value
+    pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = [(target, value)]
+    if isinstance(target, cst.Tuple | cst.List) and isinstance(value, cst.Tuple | cst.List):
+        if len(target.elements) != len(value.elements):
+            return False
+        pairs = [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]
+    for bound, made in pairs:
+        if isinstance(bound, cst.Name) and bound.value == name:
+            return (isinstance(made, cst.Call) and isinstance(made.func, cst.Attribute)
+                    and made.func.attr.value in _SAME_SHAPE
+                    and isinstance(made.func.value, cst.Name) and made.func.value.value == name)
+    return False
+
+
+def _in_function(src: Source, frame: Frame) -> bool:
+    return any(isinstance(node, cst.FunctionDef) for node in src.around(frame.line, cst.FunctionDef))
 
 
 def _within(src: Source, node: cst.CSTNode, loop: cst.For) -> bool:

@@ -1,0 +1,36 @@
+"""The loop body makes a batch, then the state, then reshapes the batch before the RNN: its
+traced shape is not its shape at the init_hidden call, so nothing is rewritten."""
+import torch
+import torch.nn as nn
+
+batch_size = 3
+
+
+class Generator(nn.Module):
+    def __init__(self, vocab=20, emb=8, hidden=12):
+        super().__init__()
+        self.hidden_dim = hidden
+        self.embedding = nn.Embedding(vocab, emb)
+        self.gru = nn.GRU(emb, hidden, batch_first=True)
+        self.fc = nn.Linear(hidden, vocab)
+
+    def forward(self, x, hidden):
+        out, hidden = self.gru(self.embedding(x), hidden)
+        return self.fc(out[:, -1]), hidden
+
+    def init_hidden(self, batch_size):
+        return torch.zeros(1, batch_size, self.hidden_dim)
+
+
+def generate(net, prime, steps=5):
+    words = list(prime)
+    for _ in range(steps):
+        seq = torch.tensor(words[-4:])
+        hidden = net.init_hidden(batch_size)
+        seq = seq.view(1, -1)
+        logits, _ = net(seq, hidden)
+        words.append(int(logits.argmax(1)))
+    return words
+
+
+print(generate(Generator(), [1, 2, 3, 4]))
