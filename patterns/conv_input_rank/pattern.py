@@ -9,7 +9,16 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from repairbot.analysis import Source, place, resolve_site, shape_text, source
+from repairbot.analysis import (
+    Source,
+    last_binding,
+    place,
+    reads,
+    resolve_site,
+    shape_text,
+    source,
+    walk,
+)
 from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence, FailingModule
 from repairbot.pattern import Pattern, phrase, signature
@@ -70,7 +79,9 @@ class ConvInputRank(Pattern):
     What it fixes:
         A flatten in the project's data code (outside ``forward``) whose size is written as the
         image's, ``images.view(-1, 28 * 28)`` before a CNN, becomes ``images.view(-1, 1, 28,
-        28)`` (``3 * 32 * 32`` gives ``3, 32, 32`` for a 3-channel conv). Diagnosed, with the
+        28)`` (``3 * 32 * 32`` gives ``3, 32, 32`` for a 3-channel conv); of several such
+        flattens (an MLP's training loop and its accuracy helper), the one whose result the
+        traced model call reads, then the next on the next attempt. Diagnosed, with the
         traced shape and the reshape that restores it: an ``nn.Conv1d/2d/3d`` fed a tensor that lost or gained a
         dimension: MNIST images flattened to ``[N, 784]`` for an MLP and then given to a CNN,
         grayscale ``[N, 28, 28]`` without the channel dimension, one image ``[3, 224, 224]``
@@ -255,7 +266,34 @@ def _flatten_site(sources: Sources, failure: Failure, frame: Frame | None, shape
                 continue
             found.append(Frame(file=str(src.path), line=span.line, user=True))
     unique = {(f.file, f.line): f for f in found}
+    feeding = {(f.file, f.line) for f in _feeding_reshapes(sources, failure)}
+    if feeding:
+        # the traced call reads a reshape's result: that one, when it is such a flatten (a
+        # flatten in a helper the run has not reached yet is not the one; a reshape that
+        # already restores the image means the source changed since the run)
+        hits = [unique[key] for key in sorted(feeding) if key in unique]
+        return hits[0] if len(hits) == 1 else None
     return next(iter(unique.values())) if len(unique) == 1 else None
+
+
+def _feeding_reshapes(sources: Sources, failure: Failure) -> list[Frame]:
+    """The ``.view/.reshape/.flatten`` calls whose result a traced frame outside ``forward``
+    passes on: in the last binding, before a user frame's line, of a name that line's calls
+    read (``x = x.view(-1, 784)`` ... ``model(x)``)."""
+    found: list[Frame] = []
+    for frame in failure.frames:
+        src = source(sources, frame.file) if frame.user else None
+        if src is None or _in_forward(src, frame.line):
+            continue
+        calls = [node for node, span in src.positions.items() if isinstance(node, cst.Call) and span.line == frame.line]
+        names = {name for call in calls for arg in call.args for name in reads(arg.value)}
+        for name in sorted(names):
+            bound = last_binding(src, name, frame.line)
+            value = bound.value if bound is not None else None
+            for node in walk(value) if value is not None else ():
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _RESHAPES:
+                    found.append(Frame(file=str(src.path), line=src.positions[node].line, user=True))
+    return found
 
 
 def _is_flatten(node: cst.CSTNode) -> bool:
