@@ -209,10 +209,13 @@ class ConvInputRank(Pattern):
         flatten = _flatten_site(sources, failure, frame, shape)
         reason = f"{layer}{built} received {shape_text(shape)} ({len(shape)} dimensions); it takes {expected}"
         if groups.get("expected") is not None:
-            if conv is None or len(shape) != spatial + 1 or channels != 1 or shape[-1] == 1:
+            if conv is None or len(shape) != spatial + 1 or shape[-1] == 1:
                 # a batch with its dimensions and other channels (conv-in-channels' case), or a
                 # channels-last sample ([H, W, 1]) that an unsqueeze would misread
                 return self.decline(f"{reason}: not a batch that lacks only its channel dimension")
+            if channels != 1:
+                return self.decline(f"{reason}: a channel dimension added to it would hold 1 channel, and the layer "
+                                    f"takes {channels} (single-channel data for a {channels}-channel layer)")
             return self._channel_dim(failure, evidence, sources, shape, reason, expected)
         if flatten is not None and spatial == 2 and len(shape) == 2 and channels is not None:
             fixed = self._unflatten(sources, flatten, shape, channels, reason)
