@@ -66,8 +66,9 @@ def test_traceback_classifies_to_its_pattern(case: PatternCase) -> None:
     # evidence, so that the loop reaches this one (conv-in-channels before conv-input-rank)
     earlier = case.config.get("after", [])
     assert [c.pattern.ID for c in ranked][: len(earlier) + 1] == [*earlier, case.pattern_id]
-    evidence = _evidence(case)
+    evidence = _evidence(case) if earlier else None
     for candidate in ranked[: len(earlier)]:
+        assert evidence is not None
         match = candidate.pattern.match(evidence.failure) if evidence.failure else None
         assert match is not None and evidence.failure is not None
         found = candidate.pattern.locate(evidence.failure, match, evidence, Sources())
