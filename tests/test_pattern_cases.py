@@ -62,7 +62,17 @@ def test_traceback_classifies_to_its_pattern(case: PatternCase) -> None:
     failure = parse_log((case.folder / "traceback.txt").read_text(encoding="utf-8"))
     assert failure is not None
     ranked = candidates(failure, registry.all_patterns())
-    assert ranked and case.pattern_id == ranked[0].pattern.ID
+    # `after`: patterns that rank first on the same message and must decline this case's
+    # evidence, so that the loop reaches this one (conv-in-channels before conv-input-rank)
+    earlier = case.config.get("after", [])
+    assert [c.pattern.ID for c in ranked][: len(earlier) + 1] == [*earlier, case.pattern_id]
+    evidence = _evidence(case) if earlier else None
+    for candidate in ranked[: len(earlier)]:
+        assert evidence is not None
+        match = candidate.pattern.match(evidence.failure) if evidence.failure else None
+        assert match is not None and evidence.failure is not None
+        found = candidate.pattern.locate(evidence.failure, match, evidence, Sources())
+        assert isinstance(found, Decline), f"{candidate.pattern.ID} fixes this case first: {getattr(found, 'summary', found)}"
     frame = failure.user_frame
     assert frame is not None
     assert f"{frame.file}:{frame.line}" == case.config["failing"]

@@ -9,15 +9,37 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from repairbot.analysis import Source, place, resolve_site, shape_text, source
-from repairbot.edits import Edit, Rewrite, SiteNodes
+from repairbot.analysis import (
+    Source,
+    is_torch_name,
+    last_binding,
+    place,
+    reads,
+    resolve_site,
+    shape_text,
+    source,
+    walk,
+)
+from repairbot.codemod import method_call
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence, FailingModule
 from repairbot.pattern import Pattern, phrase, signature
+from repairbot.provenance import ITEM, Context, KeyPath, Made, Result, TracedFrame, ValueWalk
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
 _DIMS = r"\[(?P<shape>[\d,\s]*)\]"
 _RESHAPES = ("view", "reshape", "flatten")
+# torch >= 1.11 reads a batch without its channel dimension as one unbatched sample
+_CHANNELS = (
+    r"Given groups=1, weight of size \[(?P<weight>[\d,\s]+)\], expected input\[(?P<input>[\d,\s]+)\] to have "
+    r"(?P<expected>\d+) channels, but got (?P<got>\d+) channels instead"
+)
+# Where a dataset's tensor is made from the data, and the calls that pass it on with its dimensions.
+_TENSOR_FROM_DATA = (
+    "torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.as_tensor", "torch.from_numpy",
+)
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "type"})
 
 
 def _ints(text: str | None) -> list[int]:
@@ -64,13 +86,33 @@ class Unflatten(Rewrite):
         return [Edit(call, call.with_changes(args=replacement.args))]
 
 
+@dataclass(frozen=True)
+class AddChannelDim(Rewrite):
+    """Appends ``.unsqueeze(1)`` to the call that makes the dataset's tensor."""
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        around = nodes.parent(call)
+        if isinstance(around, cst.Attribute) and around.attr.value == "unsqueeze":
+            raise EditError("the tensor gets an unsqueeze there already")
+        return [Edit(call, method_call(call, "unsqueeze", cst.Integer("1")))]
+
+
 class ConvInputRank(Pattern):
     """Restores the image a flatten in the data code lost, or explains a convolution input's rank.
 
     What it fixes:
         A flatten in the project's data code (outside ``forward``) whose size is written as the
         image's, ``images.view(-1, 28 * 28)`` before a CNN, becomes ``images.view(-1, 1, 28,
-        28)`` (``3 * 32 * 32`` gives ``3, 32, 32`` for a 3-channel conv). Diagnosed, with the
+        28)`` (``3 * 32 * 32`` gives ``3, 32, 32`` for a 3-channel conv); of several such
+        flattens (an MLP's training loop and its accuracy helper), the one whose result the
+        traced model call reads, then the next on the next attempt. A grayscale or 1-D batch
+        without its channel dimension (``[N, 28, 28]``, ``[N, L]`` for a 1-channel conv, which
+        torch >= 1.11 reads as one unbatched sample of ``N`` channels: the message is
+        conv-in-channels', which declines it) gets ``.unsqueeze(1)`` where the tensor of the
+        ``TensorDataset`` behind its DataLoader is made (``torch.tensor(x,
+        dtype=torch.float32).unsqueeze(1)``), followed back from the conv's input through the
+        loop, the loader and the dataset. Diagnosed, with the
         traced shape and the reshape that restores it: an ``nn.Conv1d/2d/3d`` fed a tensor that lost or gained a
         dimension: MNIST images flattened to ``[N, 784]`` for an MLP and then given to a CNN,
         grayscale ``[N, 28, 28]`` without the channel dimension, one image ``[3, 224, 224]``
@@ -95,8 +137,12 @@ class ConvInputRank(Pattern):
     Fix safety:
         Safe: made only when the flatten's own arguments write the image's sides (a product
         ``H * W`` for a 1-channel conv, ``C * H * W`` with ``C`` its ``in_channels``), so the
-        reshape is certain, and the rerun verifies. A flatten to a plain number (``784``), one
-        inside ``forward`` and every other rank are diagnosed: there the sides are a guess.
+        reshape is certain, and the rerun verifies. The ``.unsqueeze(1)`` only for a 1-channel
+        conv fed the samples of a ``TensorDataset`` through a DataLoader (dimension 0 is the
+        sample index by construction; a last dimension of 1, channels-last, is declined). A
+        flatten to a plain number (``784``), one inside ``forward``, a batch sliced by hand
+        (one ``[C, H, W]`` image looks the same) and every other rank are diagnosed: there the
+        layout is a guess.
 
     Not handled:
         A functional ``F.conv2d`` on a hand-made weight (no module is recorded: the shapes
@@ -109,7 +155,7 @@ class ConvInputRank(Pattern):
     TAGS = frozenset({"shape"})
     APPLICABILITY = Applicability.SAFE
     BATCH_INVARIANT = True
-    REWRITES = (Unflatten,)
+    REWRITES = (Unflatten, AddChannelDim)
     EVIDENCE = frozenset({"failing_module", "locals"})
     REMEDY = (
         "Give the convolution [N, C, H, W] (Conv2d; [N, C, L] for Conv1d, [N, C, D, H, W] for "
@@ -132,6 +178,7 @@ class ConvInputRank(Pattern):
             "RuntimeError",
             r"Expected (?P<batched>\d)-dimensional input for (?P=batched)-dimensional weight.*?but got input of size " + _DIMS,
         ),
+        signature("RuntimeError", _CHANNELS),
         signature(
             "RuntimeError",
             r"(?P<unbatched>\d)D or (?P<batched>\d)D input tensor expected but got: \[(?P<shape>[\d\sx]*)\]\s+at\s+\S*Convolution",
@@ -152,6 +199,8 @@ class ConvInputRank(Pattern):
         channels = conv.in_channels if conv else (weight[1] if len(weight) >= 2 else None)
         channels = channels if isinstance(channels, int) else None
         kind = str(conv.type) if conv else f"Conv{spatial}d"
+        if groups.get("expected") is not None:  # the channel message names no rank: the layer's
+            spatial = {"Conv1d": 1, "Conv2d": 2, "Conv3d": 3}.get(kind.replace("Lazy", ""), spatial)
         site = resolve_site(evidence, conv.site) if conv else None
         layer = f"nn.{kind}({channels}, {conv.out_channels})" if conv and channels is not None else f"the {kind}"
         built = f" built at {place(site)}" if site else ""
@@ -159,6 +208,15 @@ class ConvInputRank(Pattern):
         reshape = restoring_reshape(shape, channels, spatial)
         flatten = _flatten_site(sources, failure, frame, shape)
         reason = f"{layer}{built} received {shape_text(shape)} ({len(shape)} dimensions); it takes {expected}"
+        if groups.get("expected") is not None:
+            if conv is None or len(shape) != spatial + 1 or shape[-1] == 1:
+                # a batch with its dimensions and other channels (conv-in-channels' case), or a
+                # channels-last sample ([H, W, 1]) that an unsqueeze would misread
+                return self.decline(f"{reason}: not a batch that lacks only its channel dimension")
+            if channels != 1:
+                return self.decline(f"{reason}: a channel dimension added to it would hold 1 channel, and the layer "
+                                    f"takes {channels} (single-channel data for a {channels}-channel layer)")
+            return self._channel_dim(failure, evidence, sources, shape, reason, expected)
         if flatten is not None and spatial == 2 and len(shape) == 2 and channels is not None:
             fixed = self._unflatten(sources, flatten, shape, channels, reason)
             if fixed is not None:
@@ -186,6 +244,38 @@ class ConvInputRank(Pattern):
             at=flatten or frame,
         )
 
+
+    def _channel_dim(
+        self, failure: Failure, evidence: Evidence | None, sources: Sources, shape: Sequence[int], reason: str,
+        expected: str,
+    ) -> Site | Decline:
+        """A batch of a 1-channel conv without its channel dimension (``[N, 28, 28]``, ``[N, L]``),
+        given ``.unsqueeze(1)`` where the tensor of a ``TensorDataset`` behind the DataLoader is
+        made: dimension 0 of that tensor is the sample index by construction, so the missing one
+        is dimension 1."""
+        frame = failure.user_frame
+        diagnosis = (f"Give the layer its {expected} input: add the channel dimension where the batch is made, "
+                     f"x.unsqueeze(1) gives {shape_text([shape[0], 1, *shape[1:]])}.")
+        why = f"{reason}: torch reads {shape_text(shape)} as one sample of {shape[0]} channels; the channel dimension is missing"
+        made = _dataset_tensor(failure, evidence, sources)
+        if isinstance(made, str):
+            return self.decline(f"{why}, and {made}", diagnosis=diagnosis, at=frame)
+        src = source(sources, str(made.file.path))
+        if src is None or made.call not in src.positions:
+            return self.decline(f"{why}; cannot read where the data is made", diagnosis=diagnosis, at=frame)
+        old = src.code(made.call)
+        return Site(
+            pattern=self.ID,
+            file=str(src.path),
+            span=src.positions[made.call],
+            rewrite=AddChannelDim(),
+            summary=f"Added .unsqueeze(1) to {old}: the convolution takes [N, 1, ...], the dataset's samples lack the channel",
+            applicability=self.APPLICABILITY,
+            evidence={"traced_input_shape": list(shape), "in_channels": 1, "made_at": made.file.where(made.call),
+                      "walk": list(made.trail)},
+            evidence_text=f"{why}; the batch comes from the dataset tensor made at {made.file.where(made.call)} "
+                          f"(traced: {' -> '.join(made.trail)})",
+        )
 
     def _unflatten(
         self, sources: Sources, flatten: Frame, shape: Sequence[int], channels: int, reason: str
@@ -255,7 +345,34 @@ def _flatten_site(sources: Sources, failure: Failure, frame: Frame | None, shape
                 continue
             found.append(Frame(file=str(src.path), line=span.line, user=True))
     unique = {(f.file, f.line): f for f in found}
+    feeding = {(f.file, f.line) for f in _feeding_reshapes(sources, failure)}
+    if feeding:
+        # the traced call reads a reshape's result: that one, when it is such a flatten (a
+        # flatten in a helper the run has not reached yet is not the one; a reshape that
+        # already restores the image means the source changed since the run)
+        hits = [unique[key] for key in sorted(feeding) if key in unique]
+        return hits[0] if len(hits) == 1 else None
     return next(iter(unique.values())) if len(unique) == 1 else None
+
+
+def _feeding_reshapes(sources: Sources, failure: Failure) -> list[Frame]:
+    """The ``.view/.reshape/.flatten`` calls whose result a traced frame outside ``forward``
+    passes on: in the last binding, before a user frame's line, of a name that line's calls
+    read (``x = x.view(-1, 784)`` ... ``model(x)``)."""
+    found: list[Frame] = []
+    for frame in failure.frames:
+        src = source(sources, frame.file) if frame.user else None
+        if src is None or _in_forward(src, frame.line):
+            continue
+        calls = [node for node, span in src.positions.items() if isinstance(node, cst.Call) and span.line == frame.line]
+        names = {name for call in calls for arg in call.args for name in reads(arg.value)}
+        for name in sorted(names):
+            bound = last_binding(src, name, frame.line)
+            value = bound.value if bound is not None else None
+            for node in walk(value) if value is not None else ():
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _RESHAPES:
+                    found.append(Frame(file=str(src.path), line=src.positions[node].line, user=True))
+    return found
 
 
 def _is_flatten(node: cst.CSTNode) -> bool:
@@ -273,3 +390,39 @@ def _in_forward(src: Source, line: int) -> bool:
     return any(isinstance(node, cst.FunctionDef) and node.name.value == "forward" for node in src.around(line, cst.FunctionDef))
 
 
+
+
+def _dataset_tensor(failure: Failure, evidence: Evidence | None, sources: Sources) -> Made | str:
+    """The call that makes the tensor of a ``TensorDataset`` whose DataLoader batches reach the
+    failing convolution (followed back with ``ValueWalk`` from the conv call's argument, through
+    moves such as ``.to(device)``), or why it is not certain."""
+    if evidence is None:
+        return "the run recorded no evidence"
+    passed: set[str] = set()
+
+    def at_call(
+        walk: ValueWalk, call: cst.Call, qualified: str | None, ctx: Context, path: KeyPath, trail: tuple[str, ...]
+    ) -> Result | None:
+        func = call.func
+        if is_torch_name(qualified, "torch.utils.data.DataLoader"):
+            passed.add("loader")
+        elif is_torch_name(qualified, "torch.utils.data.TensorDataset"):
+            passed.add("dataset" if path[:1] == (ITEM,) else "other")
+        elif qualified is None and isinstance(func, cst.Attribute) and func.attr.value in _MOVES:
+            return walk.resolve(func.value, ctx, path, trail)
+        elif not path and is_torch_name(qualified, *_TENSOR_FROM_DATA):
+            return Made(call, ctx.file, trail, "data")
+        return None
+
+    walk = ValueWalk(failure, evidence, sources, at_call)
+    if not walk.frames:
+        return "no frame of the project's code failed"
+    view = walk.view(len(walk.frames) - 1)
+    if not isinstance(view, TracedFrame) or not isinstance(view.expression, cst.Call) or len(view.expression.args) != 1:
+        return "the failing call's input cannot be read"
+    result = walk.follow(view.expression.args[0].value, view.ctx, ())
+    if not isinstance(result, Made):
+        return f"where the batch is made is not certain ({result.reason})"
+    if passed != {"loader", "dataset"} or walk.getitem is not None:
+        return f"the tensor made at {result.file.where(result.call)} does not reach the layer as a TensorDataset's samples"
+    return result
