@@ -317,7 +317,25 @@ class LinearInFeatures(Pattern):
             return None
         fold = _folding_view(src, frame.line, shape[-1]) if src is not None and frame is not None else None
         if fold is None:
-            return None
+            kept = _batch_keeping_flatten(src, frame.line) if src is not None and frame is not None else None
+            if kept is None:
+                return None
+            assert src is not None
+            # The flatten keeps dimension 0 as the batch, yet it is none of the run's batch sizes:
+            # the model was given one sample without its batch dimension (a conv takes [C, H, W]
+            # as unbatched), so dimension 0 is the channels. Resizing in_features would fit the
+            # layer to one sample's channels and pass its rerun.
+            return self.decline(
+                f"the {layer} receives {shape_text(shape)}, and `{src.code(kept)}` at "
+                f"{place_in(src.path, src.line(kept))} keeps dimension 0 as the batch, but the run's batches are "
+                f"{', '.join(map(str, sorted(batches)))}: the model was given a sample without its batch dimension "
+                f"(its {rows} rows are not samples); setting in_features to {shape[-1]} would change what the model computes",
+                diagnosis=(
+                    "Give the sample its batch dimension where the model is called: `model(x.unsqueeze(0))` "
+                    "(or build the input as a batch of one)."
+                ),
+                at=frame_at(str(src.path), src.line(kept)),
+            )
         assert src is not None
         batch = min(batches)
         return self.decline(
@@ -400,6 +418,42 @@ def _folding_view(src: Source, line: int, columns: int) -> cst.Call | None:
         if integer_value(args[1]) == columns:
             return node
     return None
+
+
+def _batch_keeping_flatten(src: Source, line: int) -> cst.Call | None:
+    """A flatten before ``line`` in its function that keeps dimension 0 as the batch:
+    ``t.flatten(1)``, ``torch.flatten(t, 1)``, ``t.view(t.size(0), -1)``, ``t.reshape(t.shape[0], -1)``
+    (or ``len(t)``)."""
+    for node, span in src.positions.items():
+        if not isinstance(node, cst.Call) or span.line > line or src.statements_of(span.line) != src.statements_of(line):
+            continue
+        args = [a.value for a in node.args if a.keyword is None and not a.star]
+        if src.is_call_of(node, "torch.flatten"):
+            if len(args) == 2 and integer_value(args[1]) == 1:
+                return node
+            continue
+        if not isinstance(node.func, cst.Attribute):
+            continue
+        method = node.func.attr.value
+        if method == "flatten" and len(args) == 1 and integer_value(args[0]) == 1:
+            return node
+        if method in ("view", "reshape") and len(args) == 2 and integer_value(args[1]) == -1 and _first_dim_of(args[0]):
+            return node
+    return None
+
+
+def _first_dim_of(node: cst.BaseExpression) -> bool:
+    """``t.size(0)``, ``t.shape[0]`` or ``len(t)``: a tensor's dimension 0."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "size":
+        return len(node.args) == 1 and integer_value(node.args[0].value) == 0
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len":
+        return len(node.args) == 1
+    if (
+        isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape"
+        and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
+    ):
+        return integer_value(node.slice[0].slice.value) == 0
+    return False
 
 
 def _batch_sizes(failure: Failure, evidence: Evidence | None) -> set[int]:
