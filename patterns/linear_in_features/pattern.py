@@ -82,8 +82,10 @@ class LinearInFeatures(Pattern):
         or channel count. A Linear that receives a conv/pool output of more than two dimensions
         has a broken flatten, not a wrong ``in_features``: a flatten whose result is thrown
         away (``x.flatten(1)`` alone on its line) is assigned (``x = x.flatten(1)``); a missing
-        flatten, or a ``view(-1, N)`` that folds the batch into rows, is diagnosed. Resizing
-        such a layer to the last dimension would make the rerun pass with a wrong model.
+        flatten, or a ``view(-1, N)`` that folds the batch into rows, is diagnosed; so is a
+        sample given without its batch dimension (a conv takes ``[C, H, W]`` unbatched, and
+        ``x.view(x.size(0), -1)`` then makes its channels the rows). Resizing such a layer to
+        the last dimension would make the rerun pass with a wrong model.
 
     Why it fails:
         ``RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x512 and 256x10)``: the input
