@@ -203,7 +203,15 @@ class ConvInChannels(Pattern):
             return self.decline(
                 f"{layer} received {shape_text(shape)}: without a batch dimension torch reads it as one sample "
                 f"of {shape[0]} channels; the channel dimension is missing",
-                diagnosis=f"Add the channel dimension where the batch is made: x.unsqueeze(1) gives {shape_text([shape[0], 1, *shape[1:]])}.",
+                diagnosis=(
+                    f"Add the channel dimension where the batch is made: x.unsqueeze(1) gives "
+                    f"{shape_text([shape[0], 1, *shape[1:]])}."
+                    if in_channels == 1 else
+                    # one channel given to a layer of several: the data are grayscale, the layer is not
+                    f"The data have no channel dimension (grayscale) and the layer takes {in_channels} channels: "
+                    f"convert the images where they are loaded (x.unsqueeze(1).expand(-1, {in_channels}, "
+                    f"{', '.join('-1' for _ in shape[1:])}) or an RGB conversion), or build the layer with 1 input channel."
+                ),
                 at=frame,
             )
         if len(shape) != rank:
