@@ -688,3 +688,90 @@ def test_the_harness_package_stays_off_the_users_path_and_patches_torch_once(tmp
             for file in seen["files"].values()} == {True}
     assert all(module.startswith("torch") for module in seen["real"].values()) and len(seen["real"]) == 3
     assert seen["alias"] and seen["load"] == "torch.serialization"
+
+
+def test_the_harness_never_hashes_or_compares_the_scripts_objects(tmp_path: Path) -> None:
+    # torchmetrics' Metric (so Lightning's self.log()) hashes state set after Module.__init__,
+    # and a tensor's == is elementwise: the probes and health checks must call neither
+    script = write(tmp_path / "train.py", """
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+        class Touchy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 1)
+                self._defaults = {"total": 0}
+
+            def __hash__(self):
+                return hash(tuple(self._defaults))  # AttributeError while Module.__init__ runs
+
+            def __eq__(self, other):
+                raise AssertionError("compared by the harness")
+
+            def forward(self, x):
+                return self.net(x)
+
+        class TouchyLoader(DataLoader):
+            def __hash__(self):
+                raise AssertionError("loader hashed by the harness")
+
+        class TouchySGD(torch.optim.SGD):
+            def __hash__(self):
+                raise AssertionError("optimizer hashed by the harness")
+
+        model = Touchy()
+        loader = TouchyLoader(TensorDataset(torch.randn(20, 4), torch.randn(20, 1)), batch_size=4)
+        opt = TouchySGD(model.parameters(), lr=0.1)
+        for epoch in range(2):
+            for x, y in loader:
+                opt.zero_grad()
+                nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+        print("done")
+    """)
+    result = run(tmp_path, script)
+    assert result.status is RunStatus.PASSED, (result.failure, result.stderr[-2000:])
+    assert "done" in result.stdout
+
+
+def _identity_module():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "repairbot" / "trace" / "harness" / "identity.py"
+    spec = importlib.util.spec_from_file_location("harness_identity_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("runner_kind", ["unit"], indirect=False)
+def test_identity_weak_containers_key_by_identity_and_forget_the_dead(runner_kind: str) -> None:
+    import gc
+
+    identity = _identity_module()
+
+    class Unhashable:
+        def __hash__(self) -> int:
+            raise AssertionError("hashed")
+
+        def __eq__(self, other: object) -> bool:
+            raise AssertionError("compared")
+
+    first, second = Unhashable(), Unhashable()
+    table = identity.IdentityWeakKeyDict()
+    table[first] = 1
+    table[second] = 2
+    table[first] = 3  # replaced in place, keeps its position
+    assert (table.get(first), table[second], len(table)) == (3, 2, 2)
+    assert first in table and table.get(object(), "absent") == "absent"
+    assert table.keys() == [first, second] and table.values() == [3, 2]
+    members = identity.IdentityWeakSet()
+    members.add(first)
+    members.add(first)
+    assert list(members) == [first] and len(members) == 1 and second not in members
+    del first
+    gc.collect()
+    assert len(table) == 1 and table.items() == [(second, 2)] and len(members) == 0

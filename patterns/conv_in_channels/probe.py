@@ -16,7 +16,6 @@ did to the project's convolutions before the failure:
   grayscale image among RGB ones).
 """
 
-import weakref
 from typing import Any, Dict, List
 
 NAME = "conv-history"
@@ -31,13 +30,14 @@ _MAX_CONVS = 64
 
 def install(run: Any) -> Any:
     from repairbot_harness.frames import short_site, user_call_site
+    from repairbot_harness.identity import IdentityWeakKeyDict
 
     torch, module_sites = run.torch, run.state.module_sites
     conv_types = tuple(
         klass for klass in (getattr(torch.nn.modules.conv, "_ConvNd", None),) if isinstance(klass, type)
     ) or (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
     loads: List[Dict[str, Any]] = []
-    forwards: 'weakref.WeakKeyDictionary[Any, Dict[str, Any]]' = weakref.WeakKeyDictionary()
+    forwards: 'IdentityWeakKeyDict[Any, Dict[str, Any]]' = IdentityWeakKeyDict()
     depth = [0]  # a subclass's load_state_dict calling super() is one load
 
     def loaded_convs(model: Any, keys: Any) -> List[Dict[str, Any]]:

@@ -2,10 +2,10 @@
 
 import json
 import time
-import weakref
 from typing import Any, Dict, List, Optional
 
 from . import realos
+from .identity import IdentityWeakKeyDict
 
 
 class RunState:
@@ -31,9 +31,9 @@ class RunState:
         self.last_batches: List[Dict[str, Any]] = []  # DataLoaders whose passes end with the real run's last batch
         self.linears: List[Dict[str, Any]] = []  # records, in construction order
         self.layer_sites: List[Dict[str, Any]] = []  # construction records of every sized layer (install_layer_site_probe)
-        self.layer_site_index: 'weakref.WeakKeyDictionary[Any, int]' = weakref.WeakKeyDictionary()
-        self.linear_index: 'weakref.WeakKeyDictionary[Any, int]' = weakref.WeakKeyDictionary()
-        self.module_sites: 'weakref.WeakKeyDictionary[Any, Optional[Dict[str, Any]]]' = weakref.WeakKeyDictionary()
+        self.layer_site_index: 'IdentityWeakKeyDict[Any, int]' = IdentityWeakKeyDict()
+        self.linear_index: 'IdentityWeakKeyDict[Any, int]' = IdentityWeakKeyDict()
+        self.module_sites: 'IdentityWeakKeyDict[Any, Optional[Dict[str, Any]]]' = IdentityWeakKeyDict()
         self.stopped_at: Optional[Dict[str, Any]] = None
         self.torch = None
         self.progress_path = config.get("progress_path")

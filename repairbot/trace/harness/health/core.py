@@ -9,10 +9,10 @@ the checks to read their documentation.
 """
 
 import hashlib
-import weakref
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 from ..frames import FrameRecord, user_call_site
+from ..identity import IdentityWeakKeyDict, IdentityWeakSet
 
 if TYPE_CHECKING:  # the main process imports the checks: only what they need at run time
     from ..hooks import TorchHooks
@@ -70,24 +70,24 @@ class HealthCore(object):
         self.backwards = 0
         self.resets = 0  # zero_grad() calls of any optimizer or module
         self.depth = 0  # modules whose forward is running
-        self.roots: "weakref.WeakSet[Any]" = weakref.WeakSet()  # modules called while no other module ran
-        self.called: "weakref.WeakSet[Any]" = weakref.WeakSet()
-        self.called_with_grad: "weakref.WeakSet[Any]" = weakref.WeakSet()  # modules whose forward ran with grad mode on
+        self.roots: "IdentityWeakSet" = IdentityWeakSet()  # modules called while no other module ran
+        self.called: "IdentityWeakSet" = IdentityWeakSet()
+        self.called_with_grad: "IdentityWeakSet" = IdentityWeakSet()  # modules whose forward ran with grad mode on
         # what each optimizer's steps showed, as plain data: the script's objects are gone by
         # the time the findings are written (main() has returned)
-        self.optimizers: "weakref.WeakKeyDictionary[Any, Record]" = weakref.WeakKeyDictionary()  # optimizer -> its record
+        self.optimizers: "IdentityWeakKeyDict[Any, Record]" = IdentityWeakKeyDict()  # optimizer -> its record
         self.records: List[Record] = []
         # every optimizer the script built (any Optimizer subclass, wherever it was built),
         # stepped yet or not: a GAN's discriminator optimizer steps after the generator's
-        self.created: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.created: "IdentityWeakSet" = IdentityWeakSet()
         # root module -> where its output was used
-        self.output_sites: "weakref.WeakKeyDictionary[Any, Optional[FrameRecord]]" = weakref.WeakKeyDictionary()
-        self.serials: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()  # root module -> a number that is never reused
+        self.output_sites: "IdentityWeakKeyDict[Any, Optional[FrameRecord]]" = IdentityWeakKeyDict()
+        self.serials: "IdentityWeakKeyDict[Any, int]" = IdentityWeakKeyDict()  # root module -> a number that is never reused
         self.serial_count = 0
         self.active_passes: List[Set[int]] = []  # per DataLoader pass running: serials of the root modules it called
         self.pass_clock = 0  # DataLoader passes started so far
         # DataLoader -> (serial, construction site)
-        self.loaders: "weakref.WeakKeyDictionary[Any, Tuple[int, Optional[FrameRecord]]]" = weakref.WeakKeyDictionary()
+        self.loaders: "IdentityWeakKeyDict[Any, Tuple[int, Optional[FrameRecord]]]" = IdentityWeakKeyDict()
         self.passes: List[Record] = []  # finished passes over DataLoaders
         self._backward: List[Callable[[Any], None]] = []
         self._step: List[Callable[[Any, Record], None]] = []

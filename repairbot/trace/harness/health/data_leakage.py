@@ -1,10 +1,10 @@
 """data-leakage: an evaluation DataLoader that yields samples a training pass trained on."""
 
 import sys
-import weakref
 from typing import Any, List, Optional, Set, Tuple, Union
 
 from ..frames import outside_harness, short_site
+from ..identity import IdentityWeakKeyDict
 from .core import Finding, HealthCheck, HealthCore, Record
 
 # The indices a loader or sampler can yield: a set, None for any index of its dataset, or
@@ -59,7 +59,7 @@ class DataLeakage(HealthCheck):
         HealthCheck.__init__(self, core)
         self.resets_at: List[int] = []  # pass_clock whenever a layer's reset_parameters() ran (k-fold: weights reset)
         # DataLoader -> (base dataset, its indices)
-        self.loader_samples: "weakref.WeakKeyDictionary[Any, Tuple[Any, Indices]]" = weakref.WeakKeyDictionary()
+        self.loader_samples: "IdentityWeakKeyDict[Any, Tuple[Any, Indices]]" = IdentityWeakKeyDict()
         self._wrap_reset_parameters()
         core.on_pass_end(self.pass_end)
 

@@ -1,9 +1,9 @@
 """frozen-optimizer: a model gets gradients but no optimizer holds its parameters."""
 
-import weakref
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..frames import short_site
+from ..identity import IdentityWeakKeyDict
 from .core import Finding, HealthCheck, HealthCore, Record
 
 
@@ -45,7 +45,7 @@ class FrozenOptimizer(HealthCheck):
 
     def __init__(self, core: HealthCore) -> None:
         HealthCheck.__init__(self, core)
-        self.candidates: "weakref.WeakKeyDictionary[Any, Record]" = weakref.WeakKeyDictionary()  # module -> what its steps showed
+        self.candidates: "IdentityWeakKeyDict[Any, Record]" = IdentityWeakKeyDict()  # module -> what its steps showed
         self.records: List[Record] = []
         core.on_step(self.step)
 

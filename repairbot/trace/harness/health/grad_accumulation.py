@@ -1,9 +1,9 @@
 """grad-accumulation: optimizer steps whose gradients are never reset in between."""
 
-import weakref
 from typing import Any, Dict, List, Optional
 
 from ..frames import user_call_site
+from ..identity import IdentityWeakKeyDict
 from .core import Finding, HealthCheck, HealthCore, Record
 
 
@@ -44,7 +44,7 @@ class GradAccumulation(HealthCheck):
         HealthCheck.__init__(self, core)
         self.found: Optional[Finding] = None
         # optimizer -> its gradients at its last live step
-        self.last: "weakref.WeakKeyDictionary[Any, Dict[str, Any]]" = weakref.WeakKeyDictionary()
+        self.last: "IdentityWeakKeyDict[Any, Dict[str, Any]]" = IdentityWeakKeyDict()
         core.on_live_step(self.step)
 
     def step(self, optimizer: Any, record: Record, params: List[Any], holding: List[Any]) -> None:
