@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from repairbot.pattern import Pattern, type_matches
 from repairbot.tracebacks import parse_log
-from repairbot.types import Failure
+from repairbot.types import Failure, Frame
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,14 @@ def frame_candidates(failure: Failure, patterns: Iterable[Pattern]) -> list[Cand
     path = last.file.replace("\\", "/")
     empty = re.compile("").match("")
     assert empty is not None
-    return [
-        Candidate(p, empty, failure, 0) for p in patterns
-        if any(path.endswith(end) and last.function == function for end, function in p.RAISING_FRAMES)
-    ]
+    return [Candidate(p, empty, failure, 0) for p in patterns if any(_raises_at(last, path, f) for f in p.RAISING_FRAMES)]
+
+
+def _raises_at(frame: Frame, path: str, raising: tuple[str, ...]) -> bool:
+    """Whether ``frame`` (its file as ``path``, with ``/``) is the raising frame ``raising``
+    names: its path ending and function, and its source line's start where one is given."""
+    end, function, *line = raising
+    return path.endswith(end) and frame.function == function and all((frame.code or "").startswith(start) for start in line)
 
 
 def classify_log(text: str, patterns: Iterable[Pattern]) -> Classification:

@@ -98,9 +98,11 @@ class Pattern(Unit):
     # True when the failure cannot be caused by the harness forcing a smaller batch size, so a
     # confirmation run at the script's own batch size is never needed.
     BATCH_INVARIANT: ClassVar[bool] = False
-    # Library functions that raise this failure and no other, as (path ending, function): a
-    # traceback posted without its exception line that ends in one is this failure.
-    RAISING_FRAMES: ClassVar[tuple[tuple[str, str], ...]] = ()
+    # Library frames that raise this failure and no other, as (path ending, function) or
+    # (path ending, function, start of the frame's source line) where the function raises other
+    # failures too and only its own ``raise`` line proves this one: a traceback posted without
+    # its exception line (a CI log cut after the frames) that ends in one is this failure.
+    RAISING_FRAMES: ClassVar[tuple[tuple[str, str] | tuple[str, str, str], ...]] = ()
     # The rewrites (frozen dataclasses of the fix's parameters) that this pattern's sites carry.
     REWRITES: ClassVar[tuple[type[Rewrite], ...]] = ()
 

@@ -221,3 +221,90 @@ def test_shape_and_checkpoint_message_forms(pattern: str, exc_type: str, message
 
     ranked = [c.pattern.ID for c in candidates(Failure(exc_type, message), registry.all_patterns())]
     assert ranked[:1] == [pattern]
+
+
+# Real specimens cut after their frames, as CI logs cut them (their message lines removed; the
+# folder is what the frames alone prove, `none` where they are shared by several patterns).
+CUT = Path(__file__).parent / "data" / "cut_tracebacks"
+CUT_SPECIMENS = sorted(CUT.glob("*/*.txt"))
+
+
+@pytest.mark.parametrize("path", CUT_SPECIMENS, ids=[f"{p.parent.name}/{p.name}" for p in CUT_SPECIMENS])
+def test_a_log_cut_after_its_frames_names_the_pattern_its_frames_prove(path: Path) -> None:
+    from repairbot.classify import classify_log, ending_frame
+
+    header, body = _header(path)
+    result = classify_log(body, registry.all_patterns())
+    assert result.failure is not None and not result.failure.exc_type and ending_frame(result.failure)
+    assert result.pattern == (None if path.parent.name == "none" else path.parent.name)
+    frame = result.failure.user_frame
+    assert (frame.location if frame else "none") == header["user-frame"]
+
+
+def test_the_cut_specimens_cover_both_answers() -> None:
+    assert {p.parent.name for p in CUT_SPECIMENS} >= {"none", "map-location", "rnn-hidden-shape", "batchnorm-single-sample"}
+
+
+# torch 2.13's forms of the raising frames (its line numbers).
+_TORCH2_ENDINGS = {
+    "batchnorm-single-sample": (
+        '  File "/venv/lib/python3.11/site-packages/torch/nn/functional.py", line 2889, in batch_norm\n'
+        "    _verify_batch_size(input.size())\n"
+        '  File "/venv/lib/python3.11/site-packages/torch/nn/functional.py", line 2854, in _verify_batch_size\n'
+        "    raise ValueError(\n"
+    ),
+    "map-location": (
+        '  File "/venv/lib/python3.11/site-packages/torch/serialization.py", line 667, in _deserialize\n'
+        "    device = _validate_device(location, backend_name)\n"
+        '  File "/venv/lib/python3.11/site-packages/torch/serialization.py", line 634, in _validate_device\n'
+        "    raise RuntimeError(\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("pattern", sorted(_TORCH2_ENDINGS))
+def test_torch2_raising_frames_classify_without_the_message(pattern: str) -> None:
+    from repairbot.classify import classify_log
+
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/ci/work/train.py", line 40, in <module>\n'
+        "    main()\n" + _TORCH2_ENDINGS[pattern]
+    )
+    assert classify_log(log, registry.all_patterns()).pattern == pattern
+
+
+def test_a_shared_function_proves_a_pattern_only_by_its_raise_line() -> None:
+    """check_hidden_size raises only rnn-hidden-shape's error, but `hx.size()` above its raise
+    fails for an LSTM's (h, c) given to a GRU: that frame names no pattern."""
+    from repairbot.classify import classify_log
+
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/ci/work/train.py", line 40, in <module>\n'
+        "    out, h = gru(x, (h0, c0))\n"
+        '  File "/venv/lib/python3.8/site-packages/torch/nn/modules/rnn.py", line 230, in check_hidden_size\n'
+        "    if hx.size() != expected_hidden_size:\n"
+    )
+    assert classify_log(log, registry.all_patterns()).pattern is None
+    raised = log.replace("    if hx.size() != expected_hidden_size:\n", "    raise RuntimeError(msg.format(expected_hidden_size, list(hx.size())))\n")
+    assert classify_log(raised, registry.all_patterns()).pattern == "rnn-hidden-shape"
+
+
+def test_classify_json_of_a_cut_log_follows_the_contract() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from repairbot.cli import main
+
+    _, body = _header(CUT / "rnn-hidden-shape" / "cut-rnn-hidden-shape-full-hidden0-1.0.txt")
+    result = CliRunner().invoke(main, ["classify", "--json"], input=body)
+    assert result.exit_code == 0
+    data = json.loads(result.output)
+    assert {"pattern", "exc_type", "message", "file", "line", "command"} <= set(data)
+    assert data["pattern"] == "rnn-hidden-shape"
+    assert (data["file"], data["line"]) == ("E:\\NLU\\joint-nlu\\model.py", 120)
+    _, shared = _header(CUT / "none" / "cut-linear-in-features-tail-windows-1.9.txt")
+    result = CliRunner().invoke(main, ["classify", "--json"], input=shared)
+    assert result.exit_code == 1 and json.loads(result.output)["pattern"] is None

@@ -334,3 +334,34 @@ def test_positions_of_the_statements_with_findings_equal_the_whole_modules() -> 
         assert {n: partial[n] for n in needed} == {n: whole[n] for n in needed}
         checked += 1
     assert checked > 20
+
+
+def test_softmax_of_forward_reaches_cross_entropy_through_an_attribute_models_forward() -> None:
+    """`self.model.forward(x)` in a trainer is the model's forward as much as `self.model(x)`:
+    the softmax that ends it is found; a forward that ends in logits is not."""
+    from patterns.softmax_before_cross_entropy.lint import SoftmaxBeforeCrossEntropy
+
+    source = (
+        "import torch.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(8, 3)\n"
+        "    def forward(self, x):\n"
+        "        return nn.functional.softmax(self.fc(x), dim=-1)\n"
+        "class Trainer:\n"
+        "    def __init__(self):\n"
+        "        self.model = Net()\n"
+        "        self.loss = nn.CrossEntropyLoss()\n"
+        "    def step(self, x, y):\n"
+        "        return self.loss(self.model.forward(x), y)\n"
+    )
+    findings = lint(SoftmaxBeforeCrossEntropy, source).findings
+    assert [(f.line, f.column, f.fix) for f in findings] == [(7, 16, Applicability.SAFE)]
+    fixed = lint(SoftmaxBeforeCrossEntropy, source, FixLevel.SAFE).new_data
+    assert fixed is not None and b"        return self.fc(x)\n" in fixed
+    logits = source.replace("nn.functional.softmax(self.fc(x), dim=-1)", "self.fc(x)")
+    assert lint(SoftmaxBeforeCrossEntropy, logits).findings == ()
+    # a method of another name is not forward: what it returns never reaches the loss
+    other = source.replace("self.model.forward(x)", "self.model.features(x)")
+    assert lint(SoftmaxBeforeCrossEntropy, other).findings == ()

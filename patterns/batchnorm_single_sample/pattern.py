@@ -121,6 +121,12 @@ class BatchnormSingleSample(Pattern):
         ),
     )
     REWRITES = (DropLast,)
+    # _verify_batch_size since torch 1.1; before, batch_norm raised it itself (and batch_norm
+    # still raises every other failure of torch.batch_norm: only its own raise line proves it)
+    RAISING_FRAMES = (
+        ("torch/nn/functional.py", "_verify_batch_size"),
+        ("torch/nn/functional.py", "batch_norm", "raise ValueError('Expected more than 1 value per channel"),
+    )
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources

@@ -234,6 +234,32 @@ class CloneReads(Rewrite):
         return cst.ensure_type(assign.visit(Clone()), cst.Assign)
 
 
+@dataclass(frozen=True)
+class MaskedFill(Rewrite):
+    """``x[mask] = 0`` -> ``x = x.masked_fill(mask, 0)``: the masked write into the tensor at
+    the site made out of place (the same values, in a new tensor bound to the same name)."""
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        assign = nodes.node(cst.Assign)
+        return [Edit(assign, masked_fill_assign(assign))]
+
+
+def masked_fill_assign(assign: cst.Assign) -> cst.Assign:
+    """``x[mask] = v`` as ``x = x.masked_fill(mask, v)``, with the assignment's own spacing."""
+    (target,) = assign.targets
+    subscript = cst.ensure_type(target.target, cst.Subscript)
+    index = cst.ensure_type(subscript.slice[0].slice, cst.Index)
+    base = subscript.value
+    call = cst.Call(
+        func=cst.Attribute(value=base.deep_clone(), attr=cst.Name("masked_fill")),
+        args=[
+            cst.Arg(value=index.value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+            cst.Arg(value=assign.value),
+        ],
+    )
+    return assign.with_changes(targets=[target.with_changes(target=base)], value=call)
+
+
 def _clone(read: cst.BaseExpression) -> cst.Call:
     return cst.Call(func=cst.Attribute(value=read, attr=cst.Name("clone")))
 
@@ -574,8 +600,10 @@ class InplaceAutograd(Pattern):
     What it fixes:
         An in-place operation (``x += y``, ``x.add_(y)``, ``torch.relu_(x)``, ``F.relu(x,
         inplace=True)``, an ``nn.ReLU(inplace=True)`` layer) on a tensor that an earlier
-        operation saved for its backward pass; a recurrence written into one buffer
-        (``buf[t] = buf[t - 1] * w``) whose saved read a later step overwrites; and a leaf
+        operation saved for its backward pass; a masked write into such a tensor (``x =
+        F.relu(x)`` then ``x[mask] = 0``); a recurrence written into one buffer (``buf[t] =
+        buf[t - 1] * w``, or ``h = torch.tanh(... outputs[:, t - 1] @ W)`` then ``outputs[:, t]
+        = h``) whose saved read a later step overwrites; and a leaf
         tensor that requires grad (a hand-made weight) updated in place outside
         ``torch.no_grad()``.
 
@@ -605,7 +633,10 @@ class InplaceAutograd(Pattern):
         inplace=True)``: ``F.relu(h)``. ``nn.Sequential(..., nn.Sigmoid(), nn.ReLU(inplace=True))``:
         ``nn.ReLU()`` at the construction, in whatever file builds it. ``h[:, t] =
         torch.tanh(h[:, t - 1] @ W)``: ``h[:, t - 1].clone() @ W`` (never a detach, which would
-        drop the gradient through time). A manual SGD update ``w
+        drop the gradient through time), and the same read in the statement before the write
+        (``h = torch.tanh(outputs[:, t - 1] @ W)`` then ``outputs[:, t] = h``): cloned there.
+        ``x = F.relu(x)`` then ``x[mask] = 0`` with a boolean mask of x's shape: ``x =
+        x.masked_fill(mask, 0)``. A manual SGD update ``w
         -= lr * w.grad`` of a leaf: wrapped in ``with torch.no_grad():`` (moved into the
         ``no_grad`` block just above it when there is one).
 
@@ -615,15 +646,21 @@ class InplaceAutograd(Pattern):
         another name seeing the change through the shared tensor would no longer see it; the
         rerun verifies that the script runs. The ``clone()`` of a recurrence's read is safe: the
         same values and the same gradient (clone is differentiable), in a copy that later writes
-        into the buffer leave alone. The ``no_grad`` wrap is safe when the update is
+        into the buffer leave alone. The ``masked_fill`` is safe: the trace shows a boolean mask
+        of the tensor's own shape and one value (the same elements, the same values), the tensor
+        is the saved one itself (not a view of another), and its name was bound to it by a call
+        or an operator earlier in the same block, read in between only as an operand of
+        comparisons and arithmetic (no other name can see the change). The ``no_grad`` wrap is safe when the update is
         alone in its block; unsafe when the block holds more statements (another update in it
         may need the same treatment, and the next attempt will say so).
 
     Not handled:
-        An in-place assignment to a subscript that is not such a recurrence (``h[mask] = 0``:
-        the report suggests ``h = h.masked_fill(mask, 0)`` or a ``clone()`` first), or a
-        recurrence that reads the buffer through another name (``prev = buf[t - 1]``: diagnosed
-        at that statement); in-place ops whose result is
+        Another in-place assignment to a subscript: a slice or several indices that is not such
+        a recurrence, a mask of another shape (``x[rows] = 0`` with a mask of the rows), several
+        values (``x[mask] = noise[mask]``), a tensor another name may hold (``first = x[:, :3]``
+        before the write, an argument of the function): the report suggests a ``clone()``
+        first; a recurrence that reads the buffer through another name (``prev = buf[t - 1]``:
+        diagnosed at the statement that saved it); in-place ops whose result is
         used inside a larger expression or bound to another name; methods without an
         out-of-place twin (``copy_``, ``zero_``, ``fill_``, ``normal_``...); a tensor without
         autograd history changed in place by an op the trace does not see (an input or a
@@ -651,7 +688,7 @@ class InplaceAutograd(Pattern):
     # Whether an op changes a saved tensor depends on the graph's structure, never on how many
     # rows the batch has: the forced batch of 2 fails exactly as the script's own batch does.
     BATCH_INVARIANT = True
-    REWRITES = (OutOfPlace, NoGrad, NoGradMerge, CloneReads)
+    REWRITES = (OutOfPlace, NoGrad, NoGradMerge, CloneReads, MaskedFill)
 
     def rerun_probes(self, match: re.Match[str]) -> frozenset[str]:
         # the leaf error fails at the in-place statement itself: there is nothing to trace
@@ -844,6 +881,9 @@ class InplaceAutograd(Pattern):
                 recurrence = self._clone_saved_read(op, frame, modified, evidence, count, wrapper, subscript, base)
                 if recurrence is not None:
                     return recurrence
+                masked = self._masked_write(op, frame, modified, evidence, count, wrapper, subscript)
+                if masked is not None:
+                    return masked
             return self.decline(
                 f"`{frame.code or '?'}` at {_location(frame)} assigns into {modified.what} in place; an "
                 "indexed assignment has no one-token out-of-place form",
@@ -925,21 +965,31 @@ class InplaceAutograd(Pattern):
         if saver_frame is None or Path(saver_frame.file).resolve() != Path(frame.file).resolve():
             return None
         statement = statement_at(wrapper, frame.line)
-        if statement is None or not statement[1].contains_line(saver_frame.line):
-            return None  # saved by another statement: not this one's own read
+        if statement is None:
+            return None
         module = wrapper.module
-        reads = buffer_reads(assign.value, base, module)
+        reader, read_at = assign, frame
+        if not statement[1].contains_line(saver_frame.line):
+            # saved by an earlier statement of the step: `h = torch.tanh(... buf[t - 1] @ w)`,
+            # then `buf[t] = h`; the saved tensor is a view of the buffer (a slice it read), not
+            # the tensor written (`x = F.relu(x)` then `x[mask] = 0`)
+            earlier = _saving_assignment(wrapper, saver_frame, assign) if _is_view_node(modified.producer) else None
+            if earlier is None:
+                return None
+            reader, read_at = earlier, saver_frame
+        reads = [read for read in buffer_reads(reader.value, base, module) if read is not reader.value]
         if not reads:
+            here = "this statement" if reader is assign else f"`{one_line(module, reader)}` at {_location(read_at)}"
             return self.decline(
                 f"`{one_line(module, assign)}` at {_location(frame)} writes into {base}, and the tensor {saver} "
-                f"saved from this statement is {base}'s storage, read through another name",
+                f"saved from {here} is {base}'s storage, read through another name",
                 diagnosis=f"clone the slice of {base} where it is read (... = {base}[...].clone()) so that later "
                 f"writes into {base} leave the saved value alone; never detach it (that drops its gradient)",
-                at=frame,
+                at=read_at,
             )
-        span = spans(wrapper)[assign]
-        old = one_line(module, assign)
-        new = one_line(module, CloneReads(base).cloned(assign, module))
+        span = spans(wrapper)[reader]
+        old = one_line(module, reader)
+        new = one_line(module, CloneReads(base).cloned(reader, module))
         cloned = ", ".join(sorted({module.code_for_node(r) for r in reads}))
         return Site(
             pattern=self.ID,
@@ -947,7 +997,7 @@ class InplaceAutograd(Pattern):
             span=span,
             rewrite=CloneReads(base),
             summary=(
-                f"Cloned {cloned} in {old} at {_location(frame)}: {saver.split(' (')[0]} saved it for backward(), "
+                f"Cloned {cloned} in {old} at {_location(read_at)}: {saver.split(' (')[0]} saved it for backward(), "
                 f"and a later assignment into {base} overwrote it"
             ),
             applicability=Applicability.SAFE,
@@ -956,9 +1006,94 @@ class InplaceAutograd(Pattern):
                 "link": "storage", "saved_by": saver, "cloned": cloned,
             },
             evidence_text=(
-                self._evidence_text(op, modified, evidence, count, where=f"`{old}` at {_location(frame)}")
+                self._evidence_text(op, modified, evidence, count, where=f"`{one_line(module, assign)}` at {_location(frame)}")
                 + f"; the tensor backward() checked was saved by {saver}, from {base}'s own storage: the "
-                f"assignment of a later step overwrote the {cloned} this one read"
+                f"assignment of a later step overwrote the {cloned} "
+                + ("this one read" if reader is assign else f"read at {_location(read_at)}")
+            ),
+        )
+
+    def _masked_write(
+        self,
+        op: Mapping[str, Any],
+        frame: Frame,
+        modified: Modified,
+        evidence: Evidence,
+        count: int,
+        wrapper: MetadataWrapper,
+        subscript: cst.Subscript,
+    ) -> Site | Decline | None:
+        """``x = F.relu(...)`` then ``x[mask] = 0``: relu saved its output, the masked write
+        changed it. Fixed as ``x = x.masked_fill(mask, 0)`` when the trace shows a boolean
+        mask of the tensor's shape and one value, the tensor written is the saved one itself
+        (not a view of another), and ``x`` was bound to it in the same block with nothing
+        between that could keep another name on it. None where the statement is not such a
+        write (a slice, several indices, an attribute's or a subscript's subscript)."""
+        parents = wrapper.resolve(ParentNodeProvider)
+        target = parents.get(subscript)
+        assign = parents.get(target) if isinstance(target, cst.AssignTarget) else None
+        if (
+            not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or not isinstance(subscript.value, cst.Name)
+            or len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index)
+            or subscript.slice[0].slice.star is not None
+        ):
+            return None
+        module = wrapper.module
+        name = subscript.value.value
+        old = one_line(module, assign)
+        new = one_line(module, masked_fill_assign(assign))
+        index, value = op.get("index"), op.get("value")
+        shape = op.get("shape")
+        copy = f"assign into a copy ({name} = {name}.clone() first)"
+        if not isinstance(index, Mapping) or index.get("dtype") != "bool" or index.get("shape") != shape:
+            what = (
+                f"a {index.get('dtype')} {_shape_text(index.get('shape'))} index" if isinstance(index, Mapping) and "dtype" in index
+                else f"a {index.get('type')} index" if isinstance(index, Mapping) else "an index the trace did not record"
+            )
+            return self.decline(
+                f"`{old}` at {_location(frame)} writes into {modified.what} in place through {what}, not a boolean "
+                f"mask of its shape {_shape_text(shape)}: masked_fill would not select the same elements",
+                diagnosis=f"{copy}, or build the new tensor out of place", at=frame,
+            )
+        if not isinstance(value, Mapping) or not (
+            value.get("type") in ("int", "float", "bool") or ("dtype" in value and value.get("shape") == [])
+        ):
+            return self.decline(
+                f"`{old}` at {_location(frame)} writes a tensor of several values into the masked elements of "
+                f"{modified.what}: masked_fill takes one value",
+                diagnosis=f"{copy}, or torch.where({module.code_for_node(cst.ensure_type(subscript.slice[0].slice, cst.Index).value)}, "
+                f"<values of {_shape_text(shape)}>, {name})",
+                at=frame,
+            )
+        producer = op.get("producer")
+        if (
+            tuple(shape or ()) != modified.shape or not producer or _is_view_node(producer)
+            or node_name(str(producer)) != node_name(modified.producer or "")
+        ):
+            return self.decline(
+                f"`{old}` at {_location(frame)} writes into a {_shape_text(shape)} {node_name(str(producer))} output that "
+                f"shares its storage with {modified.what}: rebinding {name} would leave the saved tensor's base as it was",
+                diagnosis=f"{copy}", at=frame,
+            )
+        if not _sole_name_since_bound(wrapper, assign, name):
+            return self.decline(
+                f"`{old}` at {_location(frame)} changes the tensor {name} names in place, and another name may "
+                f"hold it ({name} is not bound in this block just before, or is used in between)",
+                diagnosis=f"write {new} if nothing else must see the change; otherwise {copy}", at=frame,
+            )
+        return Site(
+            pattern=self.ID,
+            file=frame.file,
+            span=spans(wrapper)[assign],
+            rewrite=MaskedFill(),
+            summary=f"Replaced {old} with {new} at {_location(frame)}: it modified in place {modified.what} that backward() needed",
+            applicability=Applicability.SAFE,
+            evidence={**self._evidence(op, modified, evidence, count, after=new), "index": dict(index), "value": dict(value)},
+            evidence_text=(
+                self._evidence_text(op, modified, evidence, count, where=f"`{old}` at {_location(frame)}")
+                + f"; its index is a boolean mask of the tensor's shape {_shape_text(shape)} and its value one "
+                + ("number" if "type" in value else "0-dimensional tensor")
+                + f", and {name} was bound to that tensor in this block with no other use in between"
             ),
         )
 
@@ -1160,6 +1295,66 @@ class InplaceAutograd(Pattern):
             ),
             extra_spans=extra,
         )
+
+
+def _saving_assignment(wrapper: MetadataWrapper, saver: Frame, write: cst.Assign) -> cst.Assign | None:
+    """The assignment of one target on its own line at ``saver`` (where autograd saved the
+    tensor), earlier than the ``write`` into the buffer and in the same function."""
+    found = statement_at(wrapper, saver.line)
+    if found is None or len(found[0].body) != 1 or not isinstance(found[0].body[0], cst.Assign):
+        return None
+    assign = found[0].body[0]
+    positions = spans(wrapper)
+    if len(assign.targets) != 1 or positions[assign].line >= positions[write].line:
+        return None
+    parents = wrapper.resolve(ParentNodeProvider)
+
+    def function(node: cst.CSTNode) -> cst.CSTNode | None:
+        return next((a for a in ancestors(parents, node) if isinstance(a, cst.FunctionDef)), None)
+
+    return assign if function(assign) is function(write) else None
+
+
+def _sole_name_since_bound(wrapper: MetadataWrapper, write: cst.Assign, name: str) -> bool:
+    """Whether ``name`` is the only name of its tensor at the masked ``write``: bound by an
+    assignment of a call or an operator (a new tensor, not another name's) earlier in the same
+    block, and between there and the write only an operand of comparisons and arithmetic (which
+    make new tensors), never passed on, stored or viewed."""
+    parents = wrapper.resolve(ParentNodeProvider)
+    line = parents.get(write)
+    block = parents.get(line) if isinstance(line, cst.SimpleStatementLine) else None
+    body: Sequence[cst.BaseStatement] = block.body if isinstance(block, cst.IndentedBlock | cst.Module) else ()
+    index = next((i for i, node in enumerate(body) if node is line), None)
+    if index is None:
+        return False
+
+    def operand_only(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> bool:
+        for read in m.findall(node, m.Name(name)):
+            parent = parents.get(read)
+            if read is skip or (isinstance(parent, cst.Subscript) and parent is skip):
+                continue
+            if not isinstance(parent, cst.Comparison | cst.ComparisonTarget | cst.BinaryOperation | cst.UnaryOperation):
+                return False
+        return True
+
+    subscript = write.targets[0].target
+    if not operand_only(write, skip=subscript):
+        return False
+    for statement in reversed(body[:index]):
+        small = statement.body if isinstance(statement, cst.SimpleStatementLine) else ()
+        binding = next((
+            s for s in small if isinstance(s, cst.Assign)
+            and any(isinstance(t.target, cst.Name) and t.target.value == name for t in s.targets)
+        ), None)
+        if binding is not None:
+            # an in-place call returns its receiver, which another name holds
+            fresh = isinstance(binding.value, cst.BinaryOperation) or (
+                isinstance(binding.value, cst.Call) and not _is_inplace_call(binding.value, ImportTable(wrapper.module))
+            )
+            return len(small) == 1 and len(binding.targets) == 1 and fresh
+        if not operand_only(statement):
+            return False
+    return False
 
 
 def _binding_keeps_meaning(parent: cst.CSTNode, receiver: cst.BaseExpression, module: cst.Module) -> bool:

@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Optional, Set
 NAME = "inplace-ops"
 OPT_IN = True
 # A list: one record per in-place op {op, shape, dtype, producer, leaf, requires_grad, version,
-# storage (a number per storage), site, module, module_site}; after a failing backward(), one last record
+# storage (a number per storage), site, module, module_site}, an indexed assignment's also with
+# index and value ({dtype, shape} of a tensor, {type} of anything else); after a failing backward(), one last record
 # {saved: [{node, shape, version, storage, forward}]}: each tensor saved for backward whose
 # version changed, with the user frames (innermost last) of the forward call that saved it.
 EVIDENCE_KEY = "inplace_ops"
@@ -158,6 +159,15 @@ def _any_tracked(torch: Any, args: Any, kwargs: Any) -> bool:
     return False
 
 
+def _operand(torch: Any, value: Any) -> Dict[str, Any]:
+    """A tensor's dtype and shape; the type of anything else (int, float, tuple, slice...)."""
+    from repairbot_harness.frames import shape
+
+    if isinstance(value, torch.Tensor):
+        return {"dtype": str(value.dtype).replace("torch.", ""), "shape": shape(value)}
+    return {"type": type(value).__name__}
+
+
 def _anomaly_on(torch: Any) -> None:
     """Anomaly mode keeps each node's forward traceback; never its NaN check (which would
     raise where the script does not)."""
@@ -197,7 +207,7 @@ def install(run: Any) -> Any:
             if inplace and args and isinstance(args[0], torch.Tensor) and torch.is_grad_enabled():
                 tensor = args[0]
                 if tensor.requires_grad or _any_tracked(torch, args, kwargs):
-                    self._record(name, tensor)
+                    self._record(name, tensor, args)
             return func(*args, **kwargs)
 
         def _failed(self, roots: Any) -> None:
@@ -207,10 +217,10 @@ def install(run: Any) -> Any:
                 saved = []
             ops.append({"saved": saved})
 
-        def _record(self, name: Any, tensor: Any) -> None:
+        def _record(self, name: Any, tensor: Any, args: Any) -> None:
             module = _module_in_forward(torch)
             grad_fn = tensor.grad_fn
-            ops.append({
+            record: Dict[str, Any] = {
                 "op": name,
                 "shape": shape(tensor),
                 "dtype": str(tensor.dtype).replace("torch.", ""),
@@ -222,7 +232,13 @@ def install(run: Any) -> Any:
                 "site": user_call_site(),
                 "module": type(module).__name__ if module is not None else None,
                 "module_site": module_sites.get(module) if module is not None else None,
-            })
+            }
+            if name == "__setitem__" and len(args) == 3:
+                # what an out-of-place form needs: x[mask] = 0 is x.masked_fill(mask, 0) only for
+                # a boolean mask of x's shape and one value
+                record["index"] = _operand(torch, args[1])
+                record["value"] = _operand(torch, args[2])
+            ops.append(record)
             if len(ops) > 500:
                 del ops[:100]
 

@@ -90,7 +90,8 @@ class MapLocation(Pattern):
     EVIDENCE = frozenset({"locals"})
     BATCH_INVARIANT = True
     REWRITES = (AddMapLocation,)
-    RAISING_FRAMES = (("torch/serialization.py", "validate_cuda_device"),)
+    # validate_cuda_device raised the errors itself in older torch; _validate_device does in torch 2
+    RAISING_FRAMES = (("torch/serialization.py", "validate_cuda_device"), ("torch/serialization.py", "_validate_device"))
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources

@@ -110,6 +110,8 @@ class RnnHiddenShape(Pattern):
         signature("RuntimeError", phrase("Expected more hidden states in stacked_rnn")),
     )
     REWRITES = (BatchSizeArgument,)
+    # its raise line: `hx.size()` above it raises an AttributeError for a (h, c) tuple given to a GRU
+    RAISING_FRAMES = (("torch/nn/modules/rnn.py", "check_hidden_size", "raise RuntimeError("),)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources

@@ -54,7 +54,8 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         file (``return F.softmax(x, dim=1)``, ``return self.softmax(x)``, or ``x = F.softmax(x,
         dim=1)`` then ``return x``), or the last layer of an ``nn.Sequential`` model or of an
         ``nn.Sequential`` attribute that ``forward`` returns; the model may be built as
-        ``Net().to(device)`` and called in a training function that receives it. Also a
+        ``Net().to(device)``, called as ``model(x)`` or ``model.forward(x)``, and called in a
+        training function that receives it. Also a
         model's softmax fed to ``nll_loss`` / ``NLLLoss`` through ``torch.log``.
 
     Why it matters:
@@ -142,6 +143,23 @@ class SoftmaxBeforeCrossEntropy(LintRule):
                 logits = model(x)
                 loss = criterion(logits, y)
                 probs = torch.softmax(logits, dim=1)
+        """),
+        # forward called by name returns the logits; the softmax is the prediction's
+        Valid("""
+            import torch
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    return self.fc(x)
+                def predict(self, x):
+                    return torch.softmax(self.forward(x), dim=1)
+            model = Net()
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                loss = criterion(model.forward(x), y)
         """),
     )
     INVALID = (
@@ -424,6 +442,73 @@ class SoftmaxBeforeCrossEntropy(LintRule):
                     return self.criterion(self.model(x), y)
             """,
         ),
+        # forward called by name, `model.forward(x)`: the same forward as `model(x)`
+        Invalid(
+            """
+            import torch
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    x = self.fc(x)
+                    return torch.softmax(x, dim=1)
+            model = Net()
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                loss = criterion(model.forward(x), y)
+            """,
+            line=9, column=16, fix=Applicability.SAFE,
+            expected_fix="""
+            import torch
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    x = self.fc(x)
+                    return x
+            model = Net()
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                loss = criterion(model.forward(x), y)
+            """,
+        ),
+        # the loss's call is model(x), and forward called by name serves predictions: the
+        # probabilities are used
+        Invalid(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    return F.softmax(self.fc(x), dim=1)
+            model = Net()
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+            predicted = model.forward(x_test).argmax(1)
+            """,
+            line=8, column=16, fix=Applicability.UNSAFE,
+            expected_fix="""
+            import torch.nn as nn
+            import torch.nn.functional as F
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+                def forward(self, x):
+                    return self.fc(x)
+            model = Net()
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+            predicted = model.forward(x_test).argmax(1)
+            """,
+        ),
     )
 
     def __init__(self, context: FileContext) -> None:
@@ -591,7 +676,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         """A model called on the input: its class's ``forward`` returns (the value returned,
         or the assignment of the returned name), or its Sequential's last layer; the fix is safe
         only in a script whose every call of the model feeds a loss and nothing else."""
-        name = dotted_name(call.func)
+        name = _called_model(call)
         if name is None:
             return []
         found: list[_Source] = []
@@ -663,7 +748,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         if self.context.package is not None:
             return False  # a module of a package: other files may call the model
         parents = self._parent_map()
-        calls = [n for n in parents if isinstance(n, cst.Call) and dotted_name(n.func) == model]
+        calls = [n for n in parents if isinstance(n, cst.Call) and _called_model(n) == model]
         for call in calls:
             parent = parents.get(call)
             if isinstance(parent, cst.Arg) and self._feeds_loss(parent, parents):
@@ -680,6 +765,15 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         call = parents.get(arg)
         return (isinstance(call, cst.Call) and isinstance(arg, cst.Arg) and argument(call, 0, "input") is arg
                 and self._is_loss(call))
+
+
+def _called_model(call: cst.Call) -> str | None:
+    """The name of the model a call runs: ``model`` of ``model(x)`` and of ``model.forward(x)``
+    (the same forward, without the hooks)."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        func = func.value
+    return dotted_name(func)
 
 
 def _built(value: cst.BaseExpression) -> cst.Call | None:
