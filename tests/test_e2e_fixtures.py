@@ -78,6 +78,13 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -
     if "diagnosed" in config:  # the pattern whose diagnosis ends the run
         diagnosed = [d["pattern"] for a in report["attempts"] for d in a.get("declined", []) if d["diagnosis"]]
         assert diagnosed[:1] == [config["diagnosed"]], output
+    if "diagnosis" in config or "not_in_diagnosis" in config:  # what the ending diagnosis says, and never says
+        texts = [d["diagnosis"] for a in report["attempts"] for d in a.get("declined", []) if d["diagnosis"]]
+        assert texts, output
+        for phrase in config.get("diagnosis", []):
+            assert phrase in texts[0], texts[0]
+        for phrase in config.get("not_in_diagnosis", []):
+            assert phrase not in texts[0], texts[0]
 
     # The user's checkout is exactly as it was: branch, HEAD, index, files, stash, untracked.
     assert snapshot(repo) == before

@@ -211,15 +211,31 @@ class BackwardTwice(Pattern):
         losses = [src.backward_target(call), src.backward_target(src.call_on_line(frame.line, "backward"))]
         sum_of = " + ".join(name for name in losses if name) if all(losses) else "loss_a + loss_b"
         share = f"both are computed from {shared}" if shared else "the losses share part of the graph"
-        return self.decline(
-            f"`{src.code(call)}` at {first_at} already ran backward through part of this graph and freed "
-            f"it; the backward() at {place(frame)} needs that part again ({share})",
-            diagnosis=(
+        # an optimizer step between the two backward() calls (a GAN's discriminator update) makes
+        # their sum a different training step: adding the losses is then no remedy
+        stepped = sorted(span.line for node, span in src.positions.items()
+                         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                         and node.func.attr.value == "step" and line < span.line < frame.line
+                         and (scope is None or scope.contains_line(span.line)))
+        if stepped:
+            remedy = (
+                f"The optimizer step at {place_in(src.path, stepped[0])} runs between the two backward() calls, "
+                "so the losses are not one sum. If the first loss must not train the shared part (a GAN's "
+                "discriminator step), compute it from a detached copy (`D(fake.detach())`); pass "
+                f"retain_graph=True to the backward() at {first_at} only when both passes over that graph "
+                "are intended."
+            )
+        else:
+            remedy = (
                 f"Add the losses and call backward() once: `({sum_of}).backward()`; or pass "
                 f"retain_graph=True to the backward() at {first_at} when both passes are intended; if "
                 "the first loss must not train the shared part (a GAN's discriminator step), compute it "
                 "from a detached copy (`D(fake.detach())`)."
-            ),
+            )
+        return self.decline(
+            f"`{src.code(call)}` at {first_at} already ran backward through part of this graph and freed "
+            f"it; the backward() at {place(frame)} needs that part again ({share})",
+            diagnosis=remedy,
             at=frame_at(str(src.path), line),
         )
 

@@ -128,9 +128,10 @@ class BatchSizeMismatch(Pattern):
             f"{shape_text(target_shape)} to {targets}: the outputs cover {out_shape[1]} positions per "
             f"sequence, the targets {target_shape[1]}",
             diagnosis=(
-                f"Flatten outputs and targets of the same length at {place(frame)}: for next-token "
-                f"prediction feed `x[:, :-1]` and compare with `x[:, 1:]`; otherwise trim or pad "
-                f"`{target_name}` to the model's output length ({out_shape[1]})."
+                f"The outputs and the targets disagree in length at {place(frame)}: `{out_name}` covers "
+                f"{out_shape[1]} positions per sequence, `{target_name}` {target_shape[1]}. Which one is wrong "
+                "the run does not show (next-token targets not shifted against the inputs, or a sequence "
+                "length that differs between the model and the data), so no change is proposed."
             ),
             at=frame,
         )

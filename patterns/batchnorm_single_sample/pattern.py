@@ -13,16 +13,19 @@ from repairbot.analysis import (
     Source,
     called_name,
     events,
+    grad_off_around,
     is_torch_name,
     keyword_arg,
     local_tensors,
     one_line,
+    own_nodes,
     place,
     recorded_local,
     resolve_site,
     shape_of,
     shape_text,
     source,
+    walk,
 )
 from repairbot.codemod import append_keyword, replace_arg_value
 from repairbot.edits import Edit, Rewrite, SiteNodes
@@ -76,9 +79,16 @@ class BatchnormSingleSample(Pattern):
     What it fixes:
         A BatchNorm layer in training mode that meets a batch of one: the dataset's size is
         one more than a multiple of the batch size, so every epoch ends with a batch of a
-        single sample. The training DataLoader gets ``drop_last=True``. A batch of one made on
-        purpose (``batch_size=1``, a single sample forwarded for inference without
-        ``model.eval()``, an evaluation loop in training mode) is diagnosed instead.
+        single sample. The training DataLoader gets ``drop_last=True``. A loop trains when its
+        body calls ``backward`` or ``step``, or a function it calls does (``train_step(x, y)``, a
+        closure such as ``train_step_fn = make_train_step_fn(...)`` seen in the traced frames).
+        A batch of one made on purpose is diagnosed instead, with the remedy its facts prove:
+        a batch size over 1 for a training loop (``batch_size=1``, a hand-written loop), never
+        ``model.eval()``, which would stop the layer from training; ``model.eval()`` only for an
+        evaluation (a loop under ``torch.no_grad()`` or in an evaluation function) or a single
+        sample forwarded outside any loop with no training step after it. A loop that shows
+        neither is diagnosed with its facts alone (the layer, the loop, the loader), and no
+        change is proposed.
 
     Why it fails:
         ``ValueError: Expected more than 1 value per channel when training, got input size
@@ -105,7 +115,7 @@ class BatchnormSingleSample(Pattern):
     Not handled:
         Loaders built by a library or passed through several functions; a batch of one made
         by a ``batch_sampler`` or a custom collate; BatchNorm in a hand-written loop without a
-        DataLoader (diagnosed: a batch size over 1, or ``model.eval()``).
+        DataLoader (diagnosed: batches of more than one sample when the loop trains).
     """
 
     ID = "batchnorm-single-sample"
@@ -147,18 +157,23 @@ class BatchnormSingleSample(Pattern):
             )
         loader = _loader(failure, evidence, sources)
         if loader is None:
-            return self.decline(
-                f"{got}; the batch of one does not come from a DataLoader loop the code shows",
-                diagnosis=("For inference on one sample, call model.eval() first (BatchNorm then uses its running "
-                           "statistics); for training, use batches of more than one sample."),
-                at=frame,
-            )
+            return self._without_loader(failure, norm, got, sources)
         at = loader.loop_frame
         built_at = Frame(file=str(loader.src.path), line=loader.src.line(loader.call), user=True)
-        if not _trains(loader.loop):
+        role = _loop_role(loader.loop, loader.src, failure, sources)
+        if role is None:
             return self.decline(
-                f"{got}: the loop at {place(at)} over {loader.name} does not train (no backward or step), yet "
-                "the model is in training mode",
+                f"{got}, in the loop at {place(at)} over {loader.name} (built at {place(built_at)}); the code shows "
+                "neither a training step (backward, step) nor an evaluation (no_grad, an evaluation function) there",
+                diagnosis=(f"{norm} ran in training mode on a batch of one sample in the loop at {place(at)}, over "
+                           f"{loader.name} built at {place(built_at)}. Whether that loop trains or evaluates is not "
+                           "shown by the code, so no change is proposed."),
+                at=at,
+            )
+        if role == "evaluates":
+            return self.decline(
+                f"{got}: the loop at {place(at)} over {loader.name} evaluates (no backward or step, autograd off or "
+                "an evaluation function), yet the model is in training mode",
                 diagnosis=(f"Call model.eval() before the loop at {place(at)} (and model.train() after it): "
                            "evaluation must use the running statistics, whatever the batch size."),
                 at=at,
@@ -174,10 +189,12 @@ class BatchnormSingleSample(Pattern):
         for keyword in ("sampler", "batch_sampler", "collate_fn"):
             if loader.keyword(keyword) is not None:
                 return self.decline(f"{got}; {loader.name} has its own {keyword}, which may make the batch of one",
-                                    diagnosis=self.remedy(), at=built_at)
+                                    diagnosis=_train_with_more(loader, built_at, f"its own {keyword}"), at=built_at)
         drop = loader.keyword("drop_last")
         if drop is not None and not (isinstance(drop, cst.Name) and drop.value == "False"):
-            return self.decline(f"{got}; {loader.name} already sets drop_last", diagnosis=self.remedy(), at=built_at)
+            return self.decline(f"{got}; {loader.name} already sets drop_last",
+                                diagnosis=_train_with_more(loader, built_at, f"drop_last={loader.src.code(drop)}"),
+                                at=built_at)
         seen = (evidence.limits.batches if evidence else None) or 0
         planned = _last_batch_plan(evidence, built_at)
         if planned is not None and (planned.dataset or 0) <= (planned.batch_size or 0):
@@ -218,11 +235,62 @@ class BatchnormSingleSample(Pattern):
             ),
         )
 
+    def _without_loader(self, failure: Failure, norm: str, got: str, sources: Sources) -> Decline:
+        """A batch of one that no DataLoader loop of the code makes: a batch size over one where the
+        user's frames show a training step (a loop that trains, a backward or step after the call),
+        ``model.eval()`` only for a single-sample inference (no loop around the call, no training
+        step after it, or autograd off), else the facts alone."""
+        innermost: Frame | None = None
+        in_loop = evaluates = False
+        for frame in reversed(failure.frames):
+            if not frame.user or frame.function == "forward":
+                continue
+            src = source(sources, frame.file)
+            if src is None:
+                continue
+            here = Frame(file=frame.file, line=frame.line, user=True)
+            innermost = innermost or here
+            loops = [n for n in src.around(frame.line, cst.For, cst.While) if isinstance(n, cst.For | cst.While)]
+            if _steps_after(src, frame.line) or any(_trains(loop, src, failure, sources) for loop in loops):
+                return self.decline(
+                    f"{got}, in a training step at {place(here)} that no DataLoader of the code feeds",
+                    diagnosis=(f"Train with batches of more than one sample: the batch that reaches {norm} from "
+                               f"{place(innermost)} holds one (a batch size over 1, or leave out a last partial "
+                               "batch of one); model.eval() would stop the layer from training."),
+                    at=innermost,
+                )
+            in_loop = in_loop or bool(loops)
+            evaluates = evaluates or _evaluates(src, frame.line)
+        if innermost is not None and (evaluates or not in_loop):
+            return self.decline(
+                f"{got}: one sample forwarded at {place(innermost)}, with no training step (backward, step) "
+                "after it" + ("" if in_loop else " and no loop around it"),
+                diagnosis=(f"For inference on one sample, call model.eval() before {place(innermost)} (BatchNorm "
+                           "then uses its running statistics)."),
+                at=innermost,
+            )
+        return self.decline(
+            f"{got}; the batch of one does not come from a DataLoader loop the code shows",
+            diagnosis=(f"{norm} ran in training mode on a batch of one sample"
+                       + (f" at {place(innermost)}" if innermost else "") + "; the code shows neither a training "
+                       "step nor an evaluation around that call, so no change is proposed."),
+            at=innermost or failure.user_frame,
+        )
+
     @classmethod
     def remedy(cls) -> str:
         return ("Avoid batches of one sample in training mode: drop_last=True on the training DataLoader when "
                 "the last batch is the one, a batch size over 1, model.eval() for evaluation and single-sample "
                 "inference, or GroupNorm/LayerNorm instead of BatchNorm.")
+
+
+def _train_with_more(loader: Loader, built_at: Frame, given: str) -> str:
+    """The remedy for a training loop whose loader makes a batch of one in a way the code does
+    not show: batches of more than one sample, never ``model.eval()``, which would stop the
+    layer from training."""
+    return (f"The loop at {place(loader.loop_frame)} trains, so it needs batches of more than one sample: the "
+            f"batch of one comes from {loader.name} (built at {place(built_at)}, with {given}); "
+            "model.eval() would stop the layer from training.")
 
 
 def _last_batch_plan(evidence: Evidence | None, built_at: Frame) -> LastBatch | None:
@@ -348,17 +416,62 @@ def _dataloader_binding(src: Source, name: str, before: int) -> cst.Call | None:
     return None
 
 
-def _trains(loop: cst.For) -> bool:
-    """Whether a loop's body calls ``.backward()`` or ``.step()``."""
-    found = False
-
-    class Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in _TRAINING_CALLS:
-                found = True
-
-    loop.body.visit(Calls())
-    return found
+def _calls_training(node: cst.CSTNode) -> bool:
+    """Whether ``node``'s code calls ``.backward()`` or ``.step()``."""
+    return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in _TRAINING_CALLS
+               for n in walk(node))
 
 
+def _steps_after(src: Source, line: int) -> bool:
+    """Whether the function (or module) around ``line`` calls ``.backward()`` or ``.step()`` after it:
+    the forward at ``line`` is one of a training step."""
+    functions = src.around(line, cst.FunctionDef)
+    owner: cst.CSTNode = functions[0] if functions else src.module
+    return any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in _TRAINING_CALLS
+               and n in src.positions and src.line(n) > line for n in own_nodes(owner))
+
+
+def _trains(loop: cst.For | cst.While, src: Source, failure: Failure, sources: Sources) -> bool:
+    """Whether a loop trains: its body calls ``.backward()`` or ``.step()``, or a function of the
+    file its body calls does (``train_step(x, y)``), or one of the traced user frames the loop's
+    pass went through on the way to the failing forward does."""
+    if _calls_training(loop.body):
+        return True
+    called = {called_name(n) for n in walk(loop.body) if isinstance(n, cst.Call)} - {""}
+    if any(isinstance(n, cst.FunctionDef) and n.name.value in called and _calls_training(n.body)
+           for n in walk(src.module)):
+        return True
+    span = src.positions[loop]
+    frames = list(failure.frames)
+    inside = [i for i, f in enumerate(frames) if f.user and Path(f.file) == src.path and span.contains_line(f.line)]
+    for frame in frames[inside[-1] + 1:] if inside else ():
+        inner = source(sources, frame.file) if frame.user else None
+        functions = inner.around(frame.line, cst.FunctionDef) if inner else []
+        if functions and _calls_training(functions[0]):
+            return True
+    return False
+
+
+_EVALUATION_NAMES = re.compile(r"(?i)^_*(eval|valid|test|predict|infer|score|accuracy)")
+
+
+def _evaluates(src: Source, line: int) -> bool:
+    """Whether the code around ``line`` evaluates: autograd turned off there (``torch.no_grad()``,
+    ``inference_mode``, a decorator) or a function named for evaluation (``evaluate``, ``test``)."""
+    if grad_off_around(src, line) is not None:
+        return True
+    functions = src.around(line, cst.FunctionDef)
+    return bool(functions) and isinstance(functions[0], cst.FunctionDef) and bool(
+        _EVALUATION_NAMES.match(functions[0].name.value))
+
+
+def _loop_role(loop: cst.For, src: Source, failure: Failure, sources: Sources) -> str | None:
+    """``trains``, ``evaluates``, or None when the code shows neither."""
+    if _trains(loop, src, failure, sources):
+        return "trains"
+    frames = [f for f in failure.frames if f.user and f.function != "forward"]
+    if _evaluates(src, src.line(loop)) or any(
+            _evaluates(inner, f.line) for f in frames if (inner := source(sources, f.file)) is not None
+            and (inner.path != src.path or src.positions[loop].contains_line(f.line))):
+        return "evaluates"
+    return None

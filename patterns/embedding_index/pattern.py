@@ -47,8 +47,10 @@ class EmbeddingIndex(Pattern):
 
     Example:
         ``nn.Embedding(len(vocab), 32)`` with the padding id ``len(vocab)``: "nn.Embedding(10,
-        32) built at model.py:7 received index 10: num_embeddings must be at least 11",
-        pointing at ``model.py:7``.
+        32) built at model.py:7 received index 10", and the diagnosis names both sides, the
+        table's 10 rows where it is built and the ids reaching 10 where it was given them, with
+        no change proposed: which side is wrong the run does not show. Only a negative id, which
+        no table takes, gets a remedy (a real padding id and ``padding_idx``).
 
     Fix safety:
         Never edited automatically: the table may be right and the data wrong (a tokenizer
@@ -69,11 +71,11 @@ class EmbeddingIndex(Pattern):
     BATCH_INVARIANT = True
     EVIDENCE = frozenset({"failing_module", "linears", "locals"})
     REMEDY = (
-        "Size the table for every index the data uses: nn.Embedding's num_embeddings must be "
-        "larger than the largest token id (vocabulary size plus padding/unknown/special tokens) "
-        "and no id may be negative; for a classification loss, the final layer's out_features "
-        "must equal the number of classes and the labels must run from 0 to classes - 1. On a "
-        "GPU, rerun on the CPU to see the failing index."
+        "The table and the ids must agree: every id the data uses (vocabulary plus padding, "
+        "unknown and special tokens) below nn.Embedding's num_embeddings, and none negative; "
+        "check which side is wrong, the table's size or the ids the data is encoded with. For a "
+        "classification loss, the final layer's out_features and the labels must agree: labels "
+        "0 to classes - 1. On a GPU, rerun on the CPU to see the failing index."
     )
     SIGNATURES = (
         signature(("IndexError", "RuntimeError"), r"index out of range in self"),
@@ -138,10 +140,10 @@ class EmbeddingIndex(Pattern):
                 f"{table} received index {high}{received}: a table of {size} rows takes indices "
                 f"0..{size - 1}",
                 diagnosis=(
-                    f"num_embeddings must be at least {high + 1}: count every id the data uses "
-                    f"(vocabulary plus padding, unknown and special tokens), e.g. nn.{kind}({high + 1}, "
-                    f"{dim}){' at ' + place(site) if site else ''}; or, if the table is right, fix the "
-                    f"ids the data produces so they stay below {size}."
+                    f"The table and the ids disagree: {table} has {size} rows (ids 0..{size - 1}); the ids "
+                    f"it was given at {place(frame) if frame else 'the failing line'} reach {high}. Which one "
+                    "is wrong the run does not show (a table that misses the padding, unknown or special "
+                    "tokens, or ids made with another vocabulary), so no change is proposed."
                 ),
                 at=at,
             )
@@ -169,6 +171,7 @@ class EmbeddingIndex(Pattern):
         scores = _scores(evidence, sources, frame)
         classes = _classes(scores)
         label = f"a label is {target}" if target is not None else "a label is outside the classes"
+        given = f"label {target}" if target is not None else "a label outside the classes"
         if target is not None and target < 0:
             return self.decline(
                 f"{label}: class labels must be 0..C-1, and only the loss's ignore_index (-100 by "
@@ -183,8 +186,10 @@ class EmbeddingIndex(Pattern):
             return self.decline(
                 f"{label}, beyond the classes the model scores",
                 diagnosis=(
-                    "Give the final layer one output per class (out_features = number of classes) and "
-                    "label the classes 0..classes-1 (shift 1-based labels down by one)."
+                    f"The labels and the model's outputs disagree: {given} at "
+                    f"{place(frame) if frame else 'the failing line'}, beyond the classes the model scores; the "
+                    "run does not show which one is wrong (1-based labels, or a class the output layer "
+                    "lacks), so no change is proposed."
                 ),
                 at=frame,
             )
@@ -194,15 +199,15 @@ class EmbeddingIndex(Pattern):
             if head is not None and head.site is not None else None
         )
         at = head.site if head is not None and head.site is not None else frame
-        needed = f"out_features of at least {target + 1} for label {target}" if target is not None else "one output per class"
         scored = f"{classes} classes (scores {shape_text(shape_of(scores))})" if scores else f"{classes} classes"
-        layer = f"{head_text} needs {needed}" if head_text else f"the output layer needs {needed}"
         return self.decline(
             f"the model scores {scored} but {label}: the loss takes labels 0..{classes - 1}"
             + (f"; the output layer is {head_text}" if head_text else ""),
             diagnosis=(
-                f"Give the output layer one output per class: {layer}; or, if the data really has "
-                f"{classes} classes, relabel them 0..{classes - 1} (1-based labels shifted down by one)."
+                f"The labels and the model's outputs disagree: {head_text or 'the output layer'} scores "
+                f"{classes} classes (labels 0..{classes - 1}); the loss at {place(frame) if frame else 'the failing line'} "
+                f"got {given}. Which one is wrong the run does not show (1-based labels, or a class the "
+                "layer lacks), so no change is proposed."
             ),
             at=at,
         )

@@ -11,18 +11,28 @@ import libcst as cst
 from repairbot.analysis import (
     Source,
     argument,
+    assigned_value,
+    called_name,
+    calls_on_line,
     events,
+    keyword_arg,
+    last_binding,
     local_tensors,
     own_nodes,
     place,
+    plain_value,
+    positional_args,
+    recorded_local,
     resolve_site,
     shape_of,
     shape_text,
     source,
+    walk,
 )
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import DescribedValue, Evidence
+from repairbot.evidence import DescribedValue, Evidence, FailingModule
 from repairbot.pattern import Pattern, phrase, signature
+from repairbot.provenance import parameter_names
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
@@ -67,8 +77,14 @@ class RnnHiddenShape(Pattern):
         ``for c in range(chunk_len)``): it takes the size of a tensor that function holds, bound
         before the call and not rebound up to the RNN nor anywhere in a loop between them (a batch
         the loop binds means the state is carried). Diagnosed: a hidden state
-        made once and carried across batches, ``num_layers`` or ``bidirectional`` changed
-        without the hidden state, a 2-D hidden state for batched input.
+        made once and carried across batches; a state whose layers (x directions) or hidden size
+        differ from the RNN's, in either direction: the RNN's ``num_layers`` as its construction
+        writes it and the state's dimension where the state is made are both named, and no
+        change is proposed, since the run does not show which one is meant; a state of the wrong
+        rank, with a remedy only where the traced shapes prove it (removing the one
+        ``.unsqueeze(d)`` that adds the dimension too many when the state without it has the
+        RNN's shape; ``.unsqueeze(0)`` for a one-layer state made as ``(batch, hidden)``),
+        otherwise both shapes and where the state is made.
 
     Why it fails:
         ``RuntimeError: Expected hidden[0] size (2, 1, 64), got [2, 2, 64]`` (LSTM; hidden[1]
@@ -123,15 +139,16 @@ class RnnHiddenShape(Pattern):
         built = resolve_site(evidence, module.site) if module else None
         layer = f"nn.{kind}({module.input_size}, {module.hidden_size})" if module else f"the {kind}"
         layer += f" built at {place(built)}" if built else ""
+        rnn = _rnn_build(evidence, sources)
+        which = 1 if groups.get("which") == "1" else 0
         if groups.get("batched"):
             batched = groups["batched"].startswith("batched")
-            return self.decline(
+            dims = _ints(groups["got_dims"])
+            return self._wrong_rank(
                 f"{layer} got {'batched 3-D' if batched else 'unbatched 2-D'} input but a hidden state of "
                 f"{groups['got_dims'].strip()}",
-                diagnosis=("Make the state (num_layers * num_directions, batch, hidden_size): "
-                           + ("h.unsqueeze(0) for a one-layer state made as (batch, hidden)" if batched
-                              else "drop the batch dimension of the state, or batch the input")),
-                at=frame,
+                (3 if batched else 2), dims[0] if dims else None, rnn, module,
+                _state_written(failure, evidence, sources, which), frame,
             )
         if not groups.get("expected"):
             return self.decline(f"{layer}: fewer hidden states than layers (torch 0.3)", diagnosis=self.remedy(), at=frame)
@@ -140,16 +157,11 @@ class RnnHiddenShape(Pattern):
         meaning = _meaning(expected, got)
         reason = f"{layer}: {state} must be {tuple(expected)} and is {shape_text(got)} ({meaning})"
         if len(expected) != 3 or len(got) != 3:
-            return self.decline(reason, diagnosis=("Make the state 3-D, (num_layers * num_directions, batch, "
-                                                   "hidden_size): h.unsqueeze(0) for a one-layer state."), at=frame)
+            return self._wrong_rank(reason, len(expected), len(got), rnn, module,
+                                    _state_written(failure, evidence, sources, which), frame, expected)
         if expected[0] != got[0] or expected[2] != got[2]:
-            return self.decline(
-                reason,
-                diagnosis=(f"Build the state with the RNN's own sizes: {expected[0]} = num_layers x num_directions, "
-                           f"{expected[2]} = hidden_size (num_layers or bidirectional changed without the state?); "
-                           "read them from the module (self.rnn.num_layers, self.rnn.hidden_size)."),
-                at=frame,
-            )
+            return self._sizes_disagree(reason, expected, got, rnn, _state_written(failure, evidence, sources, which),
+                                        frame)
         found = _init_call(failure, evidence, sources, expected[1])
         if isinstance(found, str):
             making = _state_made(failure, evidence, sources, got)
@@ -178,6 +190,78 @@ class RnnHiddenShape(Pattern):
             evidence={"expected": expected, "got": got, "state_made_at": place(made), "batch": batch},
             evidence_text=(f"{reason}; the state is made for each batch at {place(made)} and the batch at "
                            f"{place(loop_frame)} has {expected[1]}"),
+        )
+
+    def _wrong_rank(
+        self, reason: str, wanted: int, given: int | None, rnn: RnnBuild | None, module: FailingModule | None,
+        state: StateWritten | None, frame: Frame | None, expected: Sequence[int] | None = None,
+    ) -> Decline:
+        """A state of another rank than the RNN needs: the remedy only where the traced shapes
+        prove it (the ``unsqueeze`` that adds the one dimension too many, the layers dimension a
+        one-layer ``(batch, hidden)`` state lacks), else the two shapes and where each is written."""
+        shape = tuple(expected) if expected else (rnn.state_shape(module) if rnn else None)
+        needed = f"{rnn.described()} needs a {wanted}-D state" if rnn else f"the RNN needs a {wanted}-D state"
+        needed += f" {shape}" if shape else ""
+        if state is None:
+            return self.decline(reason, diagnosis=f"{needed}; the run does not show where the state is made.", at=frame)
+        made = f"the state is made at {place(state.at)}, {state.code}" + (
+            f", {shape_text(state.shape)}" if state.shape else "")
+        if given is not None and given == wanted + 1:
+            added = _added_dimension(state)
+            if added is not None:
+                code, dim = added
+                fits = state.shape is not None and shape is not None and (
+                    tuple(state.shape[:dim] + state.shape[dim + 1:]) == tuple(shape))
+                if fits:
+                    return self.decline(
+                        f"{reason}; {made}: its {code} adds the dimension too many",
+                        diagnosis=(f"Remove the {code} at {place(state.at)}: without it the state is "
+                                   f"{shape}, the shape {rnn.described() if rnn else 'the RNN'} needs."),
+                        at=state.at,
+                    )
+                return self.decline(
+                    f"{reason}; {made}",
+                    diagnosis=(f"{needed}; the state made at {place(state.at)} has one dimension more, and its "
+                               f"{code} adds one there. The run does not show which dimension is the extra one."),
+                    at=state.at,
+                )
+        if (given == 2 and wanted == 3 and state.shape is not None and shape is not None and shape[0] == 1
+                and tuple(state.shape) == tuple(shape[1:])):
+            pair = isinstance(state.value, cst.Tuple | cst.List)
+            unsqueeze = "`.unsqueeze(0)` on each of its tensors" if pair else f"{state.name}.unsqueeze(0)"
+            return self.decline(
+                f"{reason}; {made}",
+                diagnosis=(f"Give the state made at {place(state.at)} its layers dimension: "
+                           f"{unsqueeze} makes it {shape}, the shape {rnn.described() if rnn else 'the RNN'} needs."),
+                at=state.at,
+            )
+        return self.decline(f"{reason}; {made}", diagnosis=(
+            f"{needed}; the state made at {place(state.at)} is {shape_text(state.shape) if state.shape else f'{given}-D'}. "
+            "The run does not show which of the two is meant."), at=state.at)
+
+    def _sizes_disagree(
+        self, reason: str, expected: Sequence[int], got: Sequence[int], rnn: RnnBuild | None,
+        state: StateWritten | None, frame: Frame | None,
+    ) -> Decline:
+        """The RNN's layers (x directions) or hidden size against the state's: which one is
+        meant the run does not show, so both are named where they are written, and nothing proposed."""
+        where = rnn.described() if rnn else "the RNN"
+        state_name = f"the state {state.name}" if state else "the state"
+        parts = []
+        if expected[0] != got[0]:
+            rnn_side = rnn.layers_written() if rnn else "num_layers x num_directions"
+            parts.append(f"layers x directions, {expected[0]} in {where} ({rnn_side}) and {got[0]} in {state_name}"
+                         + (f" ({_dimension_written(state, 0)})" if state else ""))
+        if expected[2] != got[2]:
+            rnn_side = rnn.argument_written(1, "hidden_size") if rnn else "hidden_size"
+            parts.append(f"hidden size, {expected[2]} in {where} ({rnn_side}) and {got[2]} in {state_name}"
+                         + (f" ({_dimension_written(state, 2)})" if state else ""))
+        made = f"; {state.name} is made at {place(state.at)}: {state.code}" if state else ""
+        return self.decline(
+            reason,
+            diagnosis=("The RNN and its state disagree on " + "; on ".join(parts) + made
+                       + ". The run does not show which of the two is meant, so no change is proposed."),
+            at=state.at if state else (rnn.at if rnn else frame),
         )
 
     @classmethod
@@ -394,3 +478,165 @@ def _loop_names(target: cst.BaseExpression) -> list[str]:
 
 def _body(loop: cst.For) -> Sequence[cst.BaseStatement]:
     return loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
+
+
+@dataclass(frozen=True)
+class RnnBuild:
+    """The ``nn.LSTM(...)``/``GRU``/``RNN`` call that built the failing module, as written."""
+
+    src: Source
+    call: cst.Call
+    at: Frame
+
+    def described(self) -> str:
+        return f"{self.src.code(self.call.func)} built at {place(self.at)}"
+
+    def argument_written(self, position: int, name: str) -> str:
+        """``num_layers=1`` or ``hidden_size `16``` as the call writes it; its default when absent."""
+        arg = argument(self.call, position, name)
+        if arg is None:
+            return f"{name} not given"
+        return f"{name} `{self.src.code(arg.value)}`"
+
+    def layers_written(self) -> str:
+        text = self.argument_written(2, "num_layers")
+        bidirectional = keyword_arg(self.call, "bidirectional")
+        if bidirectional is not None:
+            text += f", bidirectional `{self.src.code(bidirectional.value)}`"
+        return text
+
+    def _literal(self, position: int, name: str, default: int | bool) -> int | bool | None:
+        arg = argument(self.call, position, name) if position >= 0 else keyword_arg(self.call, name)
+        if arg is None:
+            # a later positional argument may hold it: only keywords after the two sizes are read
+            return default if len(positional_args(self.call)) <= max(position, 2) else None
+        value = arg.value
+        if isinstance(value, cst.Integer):
+            return int(value.value)
+        if isinstance(value, cst.Name) and value.value in ("True", "False"):
+            return value.value == "True"
+        return None
+
+    def state_shape(self, module: FailingModule | None) -> tuple[int, ...] | None:
+        """(num_layers * num_directions, batch, hidden_size) when the call's literals, the
+        module's traced hidden size and its traced input prove every one of them."""
+        layers = self._literal(2, "num_layers", 1)
+        bidirectional = self._literal(-1, "bidirectional", False)
+        batch_first = self._literal(-1, "batch_first", False)
+        if module is None or module.hidden_size is None or module.input_shape is None:
+            return None
+        if not isinstance(layers, int) or isinstance(layers, bool) or bidirectional is None or batch_first is None:
+            return None
+        if len(module.input_shape) != 3:
+            return None
+        batch = module.input_shape[0 if batch_first else 1]
+        return (layers * (2 if bidirectional else 1), batch, module.hidden_size)
+
+
+def _rnn_build(evidence: Evidence | None, sources: Sources) -> RnnBuild | None:
+    module = evidence.failing_module if evidence else None
+    built = resolve_site(evidence, module.site) if module else None
+    src = source(sources, built.file) if built else None
+    if src is None or built is None or module is None:
+        return None
+    calls = [c.node for c in calls_on_line(src.wrapper, built.line)
+             if isinstance(c.node, cst.Call) and called_name(c.node) == module.type]
+    return RnnBuild(src, calls[0], built) if len(calls) == 1 else None
+
+
+@dataclass(frozen=True)
+class StateWritten:
+    """Where the state given to the RNN is written: the binding of the name the RNN call gets."""
+
+    name: str
+    at: Frame
+    code: str  # the binding statement, on one line
+    value: cst.BaseExpression | None  # what it binds the name to, when one expression does
+    src: Source
+    shape: list[int] | None  # the traced shape of the name, when the run recorded it
+
+
+def _state_written(failure: Failure, evidence: Evidence | None, sources: Sources, which: int) -> StateWritten | None:
+    """The last binding, before the failing line, of the state the RNN call is given (its
+    ``hx`` argument, the element ``which`` of an LSTM's ``(h, c)``), followed through the
+    parameters of the user's functions to the caller that passed it."""
+    frames = [f for f in reversed(failure.frames) if f.user]
+    wanted: str | None = None
+    for index, frame in enumerate(frames):
+        src = source(sources, frame.file)
+        if src is None:
+            return None
+        if wanted is None:
+            wanted = _state_argument(src, frame.line, which)
+            if wanted is None:
+                return None
+        event = last_binding(src, wanted, frame.line)
+        if event is not None and event.statement in src.positions:
+            traced = recorded_local(evidence, frame, wanted)
+            if traced is not None and traced.kind != "tensor" and traced.element is not None:
+                traced = traced.element  # an LSTM's (h, c) tuple: the run records one element's shape
+            shape = shape_of(traced) if traced is not None and traced.kind == "tensor" else None
+            value = plain_value(event) or assigned_value(event.statement, wanted)
+            at = Frame(file=str(src.path), line=src.line(event.statement), user=True)
+            return StateWritten(wanted, at, src.code(event.statement), value, src, shape)
+        functions = [n for n in src.around(frame.line, cst.FunctionDef) if isinstance(n, cst.FunctionDef)]
+        caller = frames[index + 1] if index + 1 < len(frames) else None
+        if not functions or caller is None:
+            return None
+        params = parameter_names(functions[0])
+        caller_src = source(sources, caller.file)
+        if wanted not in params or caller_src is None:
+            return None
+        position = params.index(wanted) - (1 if params[0] == "self" else 0)
+        passed = [argument(c.node, position, wanted) for c in calls_on_line(caller_src.wrapper, caller.line)
+                  if isinstance(c.node, cst.Call)]
+        names = {a.value.value for a in passed if a is not None and isinstance(a.value, cst.Name)}
+        if len(names) != 1:
+            return None
+        wanted = names.pop()
+    return None
+
+
+def _state_argument(src: Source, line: int, which: int) -> str | None:
+    """The name of the state a call on ``line`` gives the RNN: ``h`` of ``self.gru(x, h)``,
+    ``h0`` (``which`` 0) or ``c0`` of ``self.lstm(x, (h0, c0))``."""
+    for located in calls_on_line(src.wrapper, line):
+        call = located.node
+        if not isinstance(call, cst.Call):
+            continue
+        arg = argument(call, 1, "hx")
+        if arg is None:
+            continue
+        value = arg.value
+        if isinstance(value, cst.Tuple | cst.List) and len(value.elements) == 2:
+            value = value.elements[which].value
+        return value.value if isinstance(value, cst.Name) else None
+    return None
+
+
+def _added_dimension(state: StateWritten) -> tuple[str, int] | None:
+    """The one ``.unsqueeze(d)`` (d a literal) in the expression the state is bound to, as code."""
+    if state.value is None:
+        return None
+    found = [n for n in walk(state.value) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+             and n.func.attr.value == "unsqueeze" and len(n.args) == 1 and isinstance(n.args[0].value, cst.Integer)]
+    if len(found) != 1:
+        return None
+    call = found[0]
+    assert isinstance(call.func, cst.Attribute)
+    dim = int(cst.ensure_type(call.args[0].value, cst.Integer).value)
+    return f".unsqueeze({dim})", dim
+
+
+def _dimension_written(state: StateWritten, dim: int) -> str:
+    """Where the state's dimension ``dim`` is written: the size argument of the
+    ``torch.zeros(...)``-style call that makes it, else the binding."""
+    value = state.value
+    if (isinstance(value, cst.Call) and called_name(value) in _MAKERS
+            and len(positional_args(value)) == 3 and not any(a.star for a in value.args)):
+        return f"`{state.src.code(positional_args(value)[dim].value)}` at {place(state.at)}"
+    return f"made at {place(state.at)}"
+
+
+# the calls that make a state from its sizes, torch.zeros(layers, batch, hidden)
+_MAKERS = frozenset({"zeros", "ones", "randn", "rand", "empty", "full", "new_zeros", "zeros_like"})

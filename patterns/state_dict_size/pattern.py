@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +16,10 @@ from repairbot.analysis import (
     call_at,
     called_name,
     calls_on_line,
+    last_binding,
     place,
+    place_in,
+    reads,
     recorded_local,
     resolve_site,
     source,
@@ -92,14 +96,19 @@ class StateDictSize(Pattern):
 
     Example:
         ``model = Net(num_classes=len(classes))`` with 37 classes, loading a checkpoint trained
-        on 10: "fc.weight: checkpoint [10, 512], model [37, 512]; the model's size comes from
-        nn.Linear(512, num_classes) at model.py:12 (num_classes), the model built at
-        train.py:30", with both remedies.
+        on 10: "The checkpoint and the model disagree on fc.weight: the checkpoint loaded at
+        train.py:31 (torch.load(path)) has 10 ...; the model has 37 ..., written at model.py:12
+        as out_features `num_classes`, given `len(classes)` at train.py:30 (classes bound at
+        train.py:8)", and no change proposed.
 
     Fix safety:
-        Never edited automatically: which side is right is the user's decision (a fine-tuning
-        run wants the new head, an evaluation run wants the checkpoint's size), and
-        ``strict=False`` would silently leave the mismatched layers untrained.
+        Never edited automatically, and no remedy is proposed: which side is right the run does
+        not show (a fine-tuning run wants the new head, an evaluation run the checkpoint's size;
+        the vocabulary, alphabet or class list the script builds may be what changed, or the
+        checkpoint file), so the diagnosis names both sizes and where each is written: the
+        line that loads the checkpoint, and the layer's argument with the call-site argument
+        and binding it comes from. ``strict=False`` would silently leave the mismatched layers
+        untrained.
 
     Not handled:
         The construction site of a layer other than ``nn.Linear`` (Conv, Embedding, Norm: the
@@ -115,10 +124,11 @@ class StateDictSize(Pattern):
     BATCH_INVARIANT = True
     EVIDENCE = frozenset({"linears", "locals"})
     REMEDY = (
-        "Build the model with the checkpoint's sizes (the number of classes, the vocabulary, the "
-        "widths it was trained with), or, to reuse the checkpoint for a new task, remove the "
-        "mismatched head's entries from the state dict before loading and load with "
-        "strict=False, checking that the missing keys are exactly the head's; never turn "
+        "Find which side changed: the sizes the model is built with (the number of classes, the "
+        "vocabulary or alphabet, the widths in the config) or the checkpoint file. Build the model "
+        "as the checkpoint was trained when the checkpoint is the right one; to reuse it for a new "
+        "task, remove the mismatched head's entries from the state dict before loading and load "
+        "with strict=False, checking that the missing keys are exactly the head's; never turn "
         "strict off without looking at what it skips."
     )
     SIGNATURES = (
@@ -148,22 +158,20 @@ class StateDictSize(Pattern):
         paired = [m for m in found if m.param.endswith(".weight") and m.module + ".bias" in {n.param for n in found}]
         first = paired[0] if paired else found[0]
         origin, at = self._origin(first, evidence, sources, frame)
-        sizes = _differing(first)
-        build = f"build the model with the checkpoint's size ({sizes})" + (f" at {place(at)}" if at else "")
-        heads = ", ".join(f'"{name}."' for name in modules)
+        checkpoint, model = _differing_values(first)
+        loaded = _loaded_at(sources, frame)
+        written = _model_written(first, evidence, sources)
+        model_side = f"written at {written}" if written else (f"in the model built at {place(at)}" if at else "")
+        facts = (f"the checkpoint{f' loaded at {loaded}' if loaded else ''} has {checkpoint}; "
+                 f"the model has {model}" + (f", {model_side}" if model_side else ""))
         if len(modules) <= 2:
-            diagnosis = (
-                f"Two ways: {build}; or, to reuse the rest of the checkpoint with a new {first.module}, "
-                f"drop the keys starting with {heads} from the state dict before load_state_dict and load "
-                "with strict=False, checking that the missing keys it reports are exactly those. Do not "
-                "turn strict off without that check: it would leave the mismatched layers untrained."
-            )
+            diagnosis = f"The checkpoint and the model disagree on {first.param}: {facts}."
         else:
-            diagnosis = (
-                f"{len(modules)} modules differ, so the checkpoint was trained with other sizes throughout: "
-                f"{build}, with the options or config it was trained with. Loading with strict=False would "
-                "leave those layers untrained."
-            )
+            diagnosis = (f"{len(modules)} modules differ, so the checkpoint was saved from a model built with other "
+                         f"sizes; the first, {first.param}: {facts}.")
+        diagnosis += (" Which side is right the run does not show (the model's sizes or the checkpoint file may be "
+                      "the one that changed), so no change is proposed; loading with strict=False would leave "
+                      "these layers untrained.")
         return self.decline(
             f"the checkpoint does not fit the model: {listed}{more}"
             + (f"; the model's size comes from {origin}" if origin else ""),
@@ -192,11 +200,87 @@ class StateDictSize(Pattern):
         return "; ".join(parts), at
 
 
-def _differing(item: Mismatch) -> str:
+def _differing_values(item: Mismatch) -> tuple[str, str]:
+    """The checkpoint's and the model's value of the differing dimensions, as text."""
     if len(item.checkpoint) != len(item.model):
-        return f"{item.param} {_shape(item.checkpoint)}"
-    dims = [f"dimension {i}: {c}, not {m}" for i, (c, m) in enumerate(zip(item.checkpoint, item.model, strict=True)) if c != m]
-    return f"{item.param} {', '.join(dims)}"
+        return _shape(item.checkpoint), _shape(item.model)
+    dims = [i for i, (c, m) in enumerate(zip(item.checkpoint, item.model, strict=True)) if c != m]
+    name = "dimension " + ", ".join(map(str, dims))
+    return (f"{', '.join(str(item.checkpoint[i]) for i in dims)} ({name} of {_shape(item.checkpoint)})",
+            f"{', '.join(str(item.model[i]) for i in dims)} ({_shape(item.model)})")
+
+
+def _loaded_at(sources: Sources, frame: Frame | None) -> str | None:
+    """Where the state dict given to the failing ``load_state_dict`` enters the script: the
+    call's argument when it loads the file itself (``torch.load(path)``), else the last binding
+    of the name it reads (``checkpoint = torch.load(path)``), as ``file:line (code)``."""
+    src = source(sources, frame.file) if frame else None
+    call = src.call_on_line(frame.line, "load_state_dict") if src and frame else None
+    if src is None or frame is None or call is None or not call.args:
+        return None
+    given = call.args[0].value
+    head = given
+    while isinstance(head, cst.Subscript | cst.Attribute | cst.Call) and not _is_load(head):
+        head = head.value if isinstance(head, cst.Subscript | cst.Attribute) else head.func
+    if _is_load(head) or not isinstance(head, cst.Name):
+        return f"{place(frame)} ({_short(src.code(given))})"
+    event = last_binding(src, head.value, frame.line)
+    if event is None or event.statement not in src.positions:
+        return f"{place(frame)} ({_short(src.code(given))})"
+    return f"{place_in(src.path, src.line(event.statement))} ({_short(src.code(event.statement))})"
+
+
+def _is_load(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Call) and called_name(node) in ("load", "load_state_dict_from_url", "load_file")
+
+
+def _short(code: str) -> str:
+    return code if len(code) <= 60 else code[:57] + "..."
+
+
+def _model_written(item: Mismatch, evidence: Evidence | None, sources: Sources) -> str | None:
+    """Where the model's differing size is written: the traced nn.Linear's argument, and the
+    call-site argument that gave it (``len(classes)`` at train.py:7) when it is a parameter."""
+    linear = _linear_for(item, evidence)
+    if linear is None or linear.site is None:
+        return None
+    text = f"{place(linear.site)}"
+    written = _size_argument(sources, linear, item)
+    if written is None:
+        return text
+    name, _, code = written.partition(" is ")
+    text += f" as {name} {code}"
+    layer = evidence.layer_site(linear) if evidence else None
+    # follow a parameter through the traced constructor calls (innermost first) to the outermost
+    # argument that gave it: nOut <- nclass (CRNN's parameter) <- nclass at demo.py:21
+    expr, step = code.strip("`"), None
+    for passed in layer.chain if layer else ():
+        if passed.param == expr and passed.where.file:
+            expr, step = passed.expr, passed
+    if step is not None:
+        text += f", given `{step.expr}` at {place(step.where)}"
+        text += _names_bound(sources, evidence, step.expr, step.where)
+    return text
+
+
+def _names_bound(sources: Sources, evidence: Evidence | None, expr: str, where: Frame) -> str:
+    """`` (classes bound at train.py:6)``: where the one name a call-site argument reads is bound."""
+    at = resolve_site(evidence, f"{where.file}:{where.line}")
+    src = source(sources, at.file) if at else None
+    try:
+        names = set(reads(cst.parse_expression(expr))) - set(dir(builtins))
+    except cst.ParserSyntaxError:
+        return ""
+    if src is None or len(names) != 1:
+        return ""
+    name = names.pop()
+    event = last_binding(src, name, where.line)
+    if event is None or event.statement not in src.positions:
+        return ""
+    bound = place_in(src.path, src.line(event.statement))
+    if expr == name:  # the argument is the name itself: show what it is bound to
+        return f" ({_short(src.code(event.statement))} at {bound})"
+    return f" ({name} bound at {bound})"
 
 
 def _linear_for(item: Mismatch, evidence: Evidence | None) -> LinearTrace | None:
