@@ -33,7 +33,7 @@ import psutil
 from repairbot.evidence import Evidence, evidence_from_json
 from repairbot.run_config import DEFAULTS, SETTINGS, RunConfig
 from repairbot.tracebacks import parse_log
-from repairbot.types import Failure, RunStatus
+from repairbot.types import Failure, Frame, RunStatus
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 RUN_MARKER = "REPAIRBOT_RUN_ID"
@@ -81,6 +81,9 @@ class RunRequest:
     # the patterns' probe.py files the harness loads (None: every pattern's that has one)
     probe_files: tuple[Path, ...] | None = None
     module: str | None = None  # run as `python -m module` (``script`` is then the module's file)
+    # the script as `python SCRIPT` runs it: no limit, no probe, only the file guard (the check
+    # of a failure the harness's own code raised)
+    plain: bool = False
 
     def command(self) -> str:
         """The run as the user would type it (the harness runs it this way, in ``cwd``)."""
@@ -88,6 +91,8 @@ class RunRequest:
         return shlex.join([self.python, *target, *self.args])
 
     def limits_text(self) -> str:
+        if self.plain:
+            return f"none: the script as it is, without the harness (only the file guard), timeout {self.timeout:g} s"
         limits = self.limits
         batch = (f"batch size forced down to {limits.batch_size}" if limits.force_batch_size
                  else "the script's own batch size")
@@ -222,6 +227,7 @@ class SubprocessRunner:
             "probes": sorted(request.probes),
             "probe_files": [str(path) for path in _probe_files(request)],
             "module": request.module,
+            "plain": request.plain,
             "overlay": {
                 str(path): base64.b64encode(data).decode("ascii")
                 for path, data in request.overlay.items()
@@ -447,11 +453,33 @@ def _judge(code: int, evidence: Evidence | None, stderr: str, had_args: bool = F
     # No structured record (os._exit, a signal, sys.exit after printing): read what it printed.
     printed = parse_log(stderr)
     if printed is not None:
-        return RunStatus.FAILED, printed
+        return RunStatus.FAILED, replace(printed, harness_frame=printed_harness_frame(printed))
     if code < 0:
         name = _signal_name(-code)
         return RunStatus.FAILED, Failure(exc_type="Killed", message=f"the script was killed by {name}")
     return RunStatus.FAILED, Failure(exc_type="SystemExit", message=_exit_message(code, stderr, had_args))
+
+
+def printed_harness_frame(failure: Failure) -> Frame | None:
+    """For a traceback the harness printed without its record (it failed before the script ran,
+    or while writing the record): the innermost of its own frames below the script's deepest
+    one, when there is one (the failure is then the harness's)."""
+    frames = failure.frames
+    deepest_user = max((i for i, frame in enumerate(frames) if frame.user), default=-1)
+    return next((frame for frame in reversed(frames[deepest_user + 1:]) if is_harness_path(frame.file)), None)
+
+
+def is_harness_path(path: str) -> bool:
+    """A file of repairbot's tracing harness: the launcher, the harness package, a pattern's probe."""
+    if not path:
+        return False
+    resolved = Path(path).resolve()
+    package = Path(__file__).resolve().parent
+    return (
+        resolved == BOOTSTRAP.resolve()
+        or resolved.is_relative_to(package / "harness")
+        or (resolved.name == "probe.py" and resolved.parent.parent.name == "patterns")
+    )
 
 
 def _exit_message(code: int, stderr: str, had_args: bool = False) -> str:
