@@ -202,11 +202,11 @@ def _planned_last_batch(evidence: Evidence) -> LastBatch | None:
 def _artefact_note(failure: Failure, cause: str, confirmation: RunResult, timeout: float) -> str:
     """What the report says of a failure only the harness's limits made."""
     if confirmation.status is RunStatus.TIMEOUT:
-        without = f"without them the run was still going at the {timeout:g}s time limit, with no such failure."
+        without = f"without that limit the run was still going at the {timeout:g}s time limit, with no such failure."
     elif confirmation.passed:
-        without = "without them the script runs."
+        without = "without that limit the script runs."
     else:
-        without = "without them it does not happen."
+        without = "without that limit it does not happen."
     return (
         f"{failure.headline} happened only with {cause}; {without}"
         " Later runs keep the script's own batches, and nothing was changed for it."
@@ -302,17 +302,14 @@ class RepairLoop:
                 )
             ranked = candidates(failure, self.options.patterns)
 
-            confirming = self._artefact_check(run, ranked) if key not in confirmed else None
-            if confirming is not None:
-                confirmed.add(key)
-                limits, cause, why = confirming
-                confirmation = self._run(self.overlay, limits, why=why)
-                if failure_key(confirmation.failure) != key:
-                    self.notes.append(_artefact_note(failure, cause, confirmation, self.options.timeout))
-                    self.limits = limits
-                    run = confirmation
-                    continue
+            artefact = self._artefact(run, ranked, key) if key not in confirmed else None
             confirmed.add(key)
+            if artefact is not None:
+                confirmation, limits, cause = artefact
+                self.notes.append(_artefact_note(failure, cause, confirmation, self.options.timeout))
+                self.limits = limits
+                run = confirmation
+                continue
 
             if len(attempts) >= self.options.max_attempts:
                 return self._result(Status.GAVE_UP, StopReason.MAX_ATTEMPTS, attempts, run, failure)
@@ -422,13 +419,6 @@ class RepairLoop:
                 continue
         return None
 
-    def _may_be_artefact(self, run: RunResult, ranked: Sequence[Candidate]) -> bool:
-        """A failure that the forced batch size may have caused, so it must be confirmed first."""
-        evidence = run.evidence
-        if not self.limits.force_batch_size or evidence is None or not evidence.limits.forced:
-            return False  # the harness changed no batch size: nothing to confirm
-        return self._batch_dependent(run, ranked)
-
     def _batch_dependent(self, run: RunResult, ranked: Sequence[Candidate]) -> bool:
         """Could the batches the harness served have made this failure?"""
         if not ranked:
@@ -437,7 +427,27 @@ class RepairLoop:
         best = ranked[0]
         return best.pattern.needs_confirmation(best.failure, run.evidence)
 
-    def _artefact_check(self, run: RunResult, ranked: Sequence[Candidate]) -> tuple[Limits, str, str] | None:
+    def _artefact(
+        self, run: RunResult, ranked: Sequence[Candidate], key: tuple[str, ...] | None
+    ) -> tuple[RunResult, Limits, str] | None:
+        """The confirmation run that does not fail like ``run``, its limits and the limit that
+        made the failure (in words); None when the failure is confirmed (or nothing needed it).
+
+        Each confirmation lifts one more limit: the forced batch size, then the cut passes when
+        the confirmation's own failing batch is a planned last batch (a script whose loaders'
+        batch sizes come from a forced ``--batch-size`` plans them only at its own)."""
+        limits, checked = self.limits, run
+        while (confirming := self._artefact_check(checked, ranked, limits)) is not None:
+            limits, cause, why = confirming
+            confirmation = self._run(self.overlay, limits, why=why)
+            if failure_key(confirmation.failure) != key:
+                return confirmation, limits, cause
+            checked = confirmation
+        return None
+
+    def _artefact_check(
+        self, run: RunResult, ranked: Sequence[Candidate], limits: Limits
+    ) -> tuple[Limits, str, str] | None:
         """The run that confirms a failure the harness's limits may have caused, before any edit
         (limits, the cause in words, why for the progress line); None when no limit can have.
 
@@ -449,19 +459,19 @@ class RepairLoop:
         evidence = run.evidence
         if evidence is None:
             return None
-        planned = _planned_last_batch(evidence) if self.limits.cut_batches else None
+        planned = _planned_last_batch(evidence) if limits.cut_batches else None
         if planned is not None and self._batch_dependent(run, ranked):
-            where = f" of the DataLoader at {planned.site}" if planned.site else ""
+            where = f" of the DataLoader at {self.paths.location(planned.site)}" if planned.site else ""
             return (
-                replace(self.limits, force_batch_size=False, cut_batches=False),
+                replace(limits, force_batch_size=False, cut_batches=False),
                 f"the harness's cut passes, which end with each loader's last batch (the batch of {planned.size}"
                 f"{where})",
                 "confirming the failure at the real run's length (whole DataLoader passes, the script's batch size)",
             )
-        if self._may_be_artefact(run, ranked):
+        if limits.force_batch_size and evidence.limits.forced and self._batch_dependent(run, ranked):
             return (
-                self.limits.without_batch_forcing(),
-                f"the batch size forced to {self.limits.batch_size}",
+                limits.without_batch_forcing(),
+                f"the batch size forced to {limits.batch_size}",
                 "confirming the failure at the script's own batch size",
             )
         return None

@@ -329,3 +329,28 @@ def test_a_core_probe_that_fails_is_reported_as_repairbots_failure(tmp_path: Pat
             assert "Without the harness: the script fails with ValueError: the script's own bug at broken.py:7" in result.stdout
         else:
             assert "Without the harness: the script runs to its end (exit 0)" in result.stdout
+    # doctor's one traced run too
+    result = subprocess.run(
+        [PYTHON, "-c", LAUNCH, "doctor", "broken.py"], cwd=repo, env=env, capture_output=True, text=True,
+        timeout=600, check=False,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "[HARNESS ERROR] repairbot/trace/harness/probes/dataloader_limits.py:" in result.stdout
+    assert "Status: ERROR | Stop reason: harness-error" in result.stdout
+
+
+def test_a_last_batch_planned_only_at_the_scripts_own_batch_size_is_confirmed_at_the_real_length(script: Path) -> None:
+    # a forced --batch-size made every batch one sample; at the script's own batch size the cut
+    # passes plan the loaders' real last batches, and zip reaches the longer one's batch of one
+    def behave(source: str, request: RunRequest) -> RunResult:
+        if request.limits.force_batch_size:
+            return failed(script, "BoomError", "boom1", forced=True)
+        return last_batch_failed(script, 1) if request.limits.cut_batches else passed()
+
+    runner = ScriptedRunner(script, behave)
+    result = loop(script, runner).run()
+    assert (result.status, result.attempts) == (Status.ALREADY_PASSING, ())
+    assert [(r.limits.force_batch_size, r.limits.cut_batches) for r in runner.requests] == [
+        (True, True), (False, True), (False, False),
+    ]
+    assert any("cut passes" in note for note in result.notes)

@@ -217,7 +217,8 @@ def _doctor_status(report: RepairReport, blocks: list[str]) -> str:
         return f"Status: {verdict} | {findings} | Files Modified: none"
     reason = report.stop_reason
     return (
-        f"Status: FAILED | Stop reason: {reason.value} ({STOP_EXPLANATIONS[reason]}) | {findings} | "
+        f"Status: {'ERROR' if report.status is Status.ERROR else 'FAILED'} | "
+        f"Stop reason: {reason.value} ({STOP_EXPLANATIONS[reason]}) | {findings} | "
         "Files Modified: none"
     )
 
