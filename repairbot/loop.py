@@ -21,7 +21,7 @@ from repairbot.health import offered_rules
 from repairbot.lint.engine import FixLevel, apply_edit, lint_bytes, package_of
 from repairbot.notebook import Notebook
 from repairbot.output.diff import unified_diff
-from repairbot.output.paths import ReportPaths
+from repairbot.output.paths import ReportPaths, harness_file
 from repairbot.pattern import Pattern, TransformError
 from repairbot.registry import rules_by_id
 from repairbot.sources import SourceError, Sources
@@ -183,11 +183,13 @@ def _stopped_note(run: RunResult, limits: Limits) -> str:
 
 
 def _planned_last_batch(evidence: Evidence) -> LastBatch | None:
-    """The harness's planned last batch whose size the failing batch has (a tensor of the failing
-    module's input or of the user's frames with that many rows), when it served one."""
-    plans = [plan for plan in evidence.limits.last_batches if plan.size]
-    if not plans:
-        return None
+    """The planned last batch that the failing batch may be (its size is the rows of a tensor of
+    the failing module's input or of the user's frames) and that the real run may never reach:
+    another loader with a planned last batch has a shorter real pass, so iterating the two
+    together (``zip``) ends first. A loader without a planned last batch cannot: its cut pass
+    is shorter than any planned one; and a loader's own last batch, on its own, is the real
+    run's (what the plan is for)."""
+    plans = [plan for plan in evidence.limits.last_batches if plan.size and plan.dataset and plan.batch_size]
     rows = set()
     module = evidence.failing_module
     if module is not None and module.input_shape:
@@ -196,7 +198,15 @@ def _planned_last_batch(evidence: Evidence) -> LastBatch | None:
         for value in scope.locals.values():
             if value.kind == "tensor" and value.shape:
                 rows.add(value.shape[0])
-    return next((plan for plan in plans if plan.size in rows), None)
+
+    def batches(plan: LastBatch) -> int:
+        assert plan.dataset is not None and plan.batch_size is not None
+        return -(-plan.dataset // plan.batch_size)
+
+    return next(
+        (plan for plan in plans if plan.size in rows and any(batches(other) < batches(plan) for other in plans)),
+        None,
+    )
 
 
 def _artefact_note(failure: Failure, cause: str, confirmation: RunResult, timeout: float) -> str:
@@ -297,7 +307,8 @@ class RepairLoop:
                 if failure_key(plain.failure) != key:
                     return self._harness_failed(attempts, run, plain)
                 self.notes.append(
-                    f"{failure.headline} was raised inside repairbot's harness ({failure.harness_frame.location}), "
+                    f"{failure.headline} was raised inside repairbot's harness "
+                    f"({harness_file(failure.harness_frame.file)}:{failure.harness_frame.line}), "
                     "but the script fails the same way without the harness: it is the script's failure."
                 )
             ranked = candidates(failure, self.options.patterns)
@@ -454,8 +465,8 @@ class RepairLoop:
         A cut pass ends with its loader's real last batch, so that a batch of one the real run
         reaches is seen in two batches; but where passes are consumed together (``zip(a, b)``
         stops at the shorter), the real run may never reach the longer loader's last batch.
-        When the failing batch has a planned last batch's size, only a run of the real length
-        (no cut passes, the script's batch sizes) tells which."""
+        When the failing batch may be such a one (``_planned_last_batch``), only a run of the
+        real length (no cut passes, the script's batch sizes) tells which."""
         evidence = run.evidence
         if evidence is None:
             return None

@@ -161,13 +161,16 @@ def test_a_traceback_the_harness_printed_without_its_record_is_the_harnesss() ->
 
 # a failure only the harness's limits made ----------------------------------------------------
 
-def last_batch_failed(script: Path, rows: int, size: int = 1) -> RunResult:
-    """A batch-dependent failure in a run whose cut passes planned a last batch of ``size``."""
+def last_batch_failed(script: Path, rows: int, size: int = 1, other: int = 70) -> RunResult:
+    """A batch-dependent failure in a run whose cut passes planned a last batch of ``size`` for
+    a loader of 97 samples (4 batches of 32) and one of 6 for a loader of ``other`` samples."""
     run = failed(script, "BoomError", "boom1")
+    plans = (LastBatch(size=size, dataset=97, batch_size=32, site="train.py:5"),
+             LastBatch(size=other % 32, dataset=other, batch_size=32, site="train.py:6"))
     evidence = Evidence(
         outcome="failed", exit_code=1, failure=run.failure, progress=run.progress,
         failing_module=FailingModule(type="BatchNorm1d", input_shape=(rows, 4)),
-        limits=TracedLimits(last_batches=(LastBatch(size=size, dataset=97, batch_size=32, site="train.py:5"),)),
+        limits=TracedLimits(last_batches=plans),
     )
     return RunResult(RunStatus.FAILED, 1, 0.1, run.failure, evidence, progress=run.progress)
 
@@ -195,9 +198,12 @@ def test_a_failure_at_a_last_batch_the_real_run_reaches_is_fixed(script: Path) -
     assert all(r.limits.cut_batches for r in runner.requests[2:])  # later runs cut again
 
 
-def test_a_failure_in_a_batch_of_another_size_costs_no_confirmation(script: Path) -> None:
+@pytest.mark.parametrize("rows, other", [(2, 70), (1, 102)], ids=["batch-of-another-size", "no-shorter-loader"])
+def test_a_last_batch_the_real_run_must_reach_costs_no_confirmation(script: Path, rows: int, other: int) -> None:
+    # a failing batch that is no planned last batch; or the loader with the batch of one has
+    # the shortest real pass of all planned ones (zip reaches its end in the real run too)
     def behave(source: str, request: RunRequest) -> RunResult:
-        return last_batch_failed(script, rows=2) if "boom1" in source else booms(script)(source, request)
+        return last_batch_failed(script, rows, other=other) if "boom1" in source else booms(script)(source, request)
 
     runner = ScriptedRunner(script, behave)
     assert loop(script, runner).run().status is Status.FIXED
@@ -231,7 +237,8 @@ print("done")
 """
 
 # errors of the script that reach it through the harness's wrappers: the patched DataLoader
-# (its __init__, a cut pass's batches, the collate), the file guard's open, a forward
+# (its __init__, a cut pass's batches, the collate), the file guard's open, a forward, a
+# warning the target-size probe makes an error of
 USER_ERRORS = {
     "collate": """import torch
 from torch.utils.data import DataLoader, Dataset
@@ -246,6 +253,11 @@ from torch.utils.data import DataLoader, TensorDataset
 DataLoader(TensorDataset(torch.randn(8, 3)), batch_size=4, shuffle=True, sampler=[1, 2])
 """,
     "missing_file": 'open("no_such_file.csv").read()\n',
+    "target_size_warning": """import torch
+import torch.nn.functional as F
+pred = torch.randn(4, 1, requires_grad=True)
+F.mse_loss(pred, torch.randn(4)).backward()
+""",
     "forward_shape": """import torch
 from torch import nn
 model = nn.Sequential(nn.Flatten(), nn.Linear(5, 2))
@@ -275,7 +287,7 @@ def test_the_harness_tells_its_own_failure_from_the_scripts(tmp_path: Path) -> N
         assert plain.passed and "done" in plain.stdout
         for name in USER_ERRORS:
             run = runner.run(RunRequest(script=tmp_path / f"{name}.py", cwd=tmp_path, env=env,
-                                        probes=frozenset({"inplace-ops", "conv-history"})))
+                                        probes=frozenset({"inplace-ops", "conv-history", "target-size-warning"})))
             assert run.failure is not None and run.failure.user_frame is not None, name
             assert run.failure.harness_frame is None, (name, run.failure)
 
