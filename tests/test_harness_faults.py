@@ -20,7 +20,10 @@ import pytest
 
 from repairbot.evidence import Evidence, FailingModule, LastBatch, TracedLimits
 from repairbot.loop import LoopOptions, RepairLoop
+from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text, report_schema
+from repairbot.output.sarif import render_sarif
+from repairbot.registry import all_patterns
 from repairbot.sources import Sources
 from repairbot.trace.runner import (
     Limits,
@@ -42,6 +45,7 @@ from repairbot.types import (
 )
 from tests.support import PYTHON, commit_all, init_repo
 from tests.test_loop import SCRIPT, Boom, ScriptedRunner, booms, failed, passed
+from tests.test_reports import validate_sarif
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = ROOT / "repairbot" / "trace" / "harness"
@@ -141,6 +145,13 @@ def test_the_harness_error_report_names_the_harness_and_the_plain_run(tmp_path: 
     assert data["stop_reason"] == "harness-error" and data["status"] == "error"
     assert data["harness_error"]["harness_file"] == "repairbot/trace/harness/probes/dataloader_limits.py"
     assert data["harness_error"]["plain_run"]["exc_type"] == "ValueError"
+    markdown = render_markdown(report, tmp_path)
+    assert "repairbot's tracing harness failed" in markdown and "refused" not in markdown
+    sarif = json.loads(render_sarif(report, all_patterns(), tmp_path))
+    validate_sarif(sarif)
+    (run,) = sarif["runs"]
+    assert run["invocations"][0]["executionSuccessful"] is False
+    assert fault.summary in run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"]
 
 
 def test_a_traceback_the_harness_printed_without_its_record_is_the_harnesss() -> None:
