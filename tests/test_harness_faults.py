@@ -30,6 +30,7 @@ from repairbot.trace.runner import (
     RunRequest,
     RunResult,
     SubprocessRunner,
+    _judge,
     printed_harness_frame,
 )
 from repairbot.tracebacks import parse_log
@@ -168,6 +169,20 @@ def test_a_traceback_the_harness_printed_without_its_record_is_the_harnesss() ->
     assert frame is not None and frame.file.endswith("probes/progress.py") and frame.line == 20
     user = parse_log('Traceback (most recent call last):\n  File "/p/train.py", line 3, in <module>\n    f()\nKeyError: 1\n')
     assert user is not None and printed_harness_frame(user) is None
+
+
+def test_a_pattern_probe_that_fails_to_load_is_the_harnesss_failure_not_the_users(tmp_path: Path) -> None:
+    # the run ends before the script and before any record: its printed traceback is read
+    stderr = (
+        "Traceback (most recent call last):\n"
+        f'  File "{HARNESS}/main.py", line 58, in run\n    probes = run_probes(config.get("probe_files", ()))\n'
+        f'  File "{tmp_path}/patterns/broken/probe.py", line 3, in <module>\n    import no_such_module\n'
+        "ModuleNotFoundError: No module named 'no_such_module'\n"
+    )
+    status, failure = _judge(1, None, stderr, probe_files=(tmp_path / "patterns" / "broken" / "probe.py",))
+    assert status is RunStatus.FAILED and failure is not None
+    assert failure.user_frame is None
+    assert failure.harness_frame is not None and failure.harness_frame.file == f"{tmp_path}/patterns/broken/probe.py"
 
 
 # a failure only the harness's limits made ----------------------------------------------------

@@ -270,7 +270,7 @@ class SubprocessRunner:
                 status=RunStatus.TIMEOUT, exit_code=None, duration_s=duration, failure=None,
                 evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
             )
-        status, failure = _judge(code, evidence, stderr, bool(request.args))
+        status, failure = _judge(code, evidence, stderr, bool(request.args), _probe_files(request))
         return RunResult(
             status=status, exit_code=code, duration_s=duration, failure=failure,
             evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
@@ -442,8 +442,11 @@ class _LineReader:
         return value if isinstance(value, dict) else None
 
 
-def _judge(code: int, evidence: Evidence | None, stderr: str, had_args: bool = False) -> tuple[RunStatus, Failure | None]:
-    """The status of a finished run and, for a failure, what failed."""
+def _judge(
+    code: int, evidence: Evidence | None, stderr: str, had_args: bool = False, probe_files: tuple[Path, ...] = (),
+) -> tuple[RunStatus, Failure | None]:
+    """The status of a finished run and, for a failure, what failed (``probe_files``: the
+    patterns' probes the harness loaded, its own files too)."""
     if evidence is not None and evidence.outcome == "stopped" and code == 0:
         return RunStatus.STOPPED, None
     if code == 0:
@@ -453,32 +456,39 @@ def _judge(code: int, evidence: Evidence | None, stderr: str, had_args: bool = F
     # No structured record (os._exit, a signal, sys.exit after printing): read what it printed.
     printed = parse_log(stderr)
     if printed is not None:
-        return RunStatus.FAILED, replace(printed, harness_frame=printed_harness_frame(printed))
+        # a pattern's probe.py is no library by its path, but it is the harness's, never the user's
+        printed = replace(printed, frames=tuple(
+            replace(frame, user=False) if frame.user and is_harness_path(frame.file, probe_files) else frame
+            for frame in printed.frames
+        ))
+        return RunStatus.FAILED, replace(printed, harness_frame=printed_harness_frame(printed, probe_files))
     if code < 0:
         name = _signal_name(-code)
         return RunStatus.FAILED, Failure(exc_type="Killed", message=f"the script was killed by {name}")
     return RunStatus.FAILED, Failure(exc_type="SystemExit", message=_exit_message(code, stderr, had_args))
 
 
-def printed_harness_frame(failure: Failure) -> Frame | None:
+def printed_harness_frame(failure: Failure, probe_files: tuple[Path, ...] = ()) -> Frame | None:
     """For a traceback the harness printed without its record (it failed before the script ran,
     or while writing the record): the innermost of its own frames below the script's deepest
     one, when there is one (the failure is then the harness's)."""
     frames = failure.frames
     deepest_user = max((i for i, frame in enumerate(frames) if frame.user), default=-1)
-    return next((frame for frame in reversed(frames[deepest_user + 1:]) if is_harness_path(frame.file)), None)
+    return next(
+        (frame for frame in reversed(frames[deepest_user + 1:]) if is_harness_path(frame.file, probe_files)), None
+    )
 
 
-def is_harness_path(path: str) -> bool:
-    """A file of repairbot's tracing harness: the launcher, the harness package, a pattern's probe."""
-    if not path:
+def is_harness_path(path: str, probe_files: tuple[Path, ...] = ()) -> bool:
+    """A file of repairbot's tracing harness: the launcher, the harness package, one of the
+    patterns' probes it loaded."""
+    if not path or path.startswith("<"):
         return False
     resolved = Path(path).resolve()
-    package = Path(__file__).resolve().parent
     return (
         resolved == BOOTSTRAP.resolve()
-        or resolved.is_relative_to(package / "harness")
-        or (resolved.name == "probe.py" and resolved.parent.parent.name == "patterns")
+        or resolved.is_relative_to(BOOTSTRAP.resolve().parent / "harness")
+        or any(resolved == probe.resolve() for probe in probe_files)
     )
 
 
