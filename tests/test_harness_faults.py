@@ -318,6 +318,14 @@ def test_the_harness_tells_its_own_failure_from_the_scripts(tmp_path: Path) -> N
             assert run.failure.harness_frame is None, (name, run.failure)
 
 
+MODEL_SCRIPT = """import torch
+from torch import nn
+model = nn.Linear(3, 1)
+x = torch.randn(4, 3)
+print(model(x).sum().item())
+print("done")
+"""
+
 LAUNCH = (
     "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()];"
     "from repairbot.cli import main; sys.exit(main())"
@@ -331,19 +339,18 @@ def test_a_core_probe_that_fails_is_reported_as_repairbots_failure(tmp_path: Pat
     for name in ("repairbot", "patterns"):
         shutil.copytree(ROOT / name, tree / name, ignore=ignore)
     shutil.copy2(ROOT / "pyproject.toml", tree / "pyproject.toml")
-    # the fault: the cut pass's own sampler raises MemoryError (as list() of an endless sampler did)
-    limits = tree / "repairbot" / "trace" / "harness" / "probes" / "dataloader_limits.py"
-    source = limits.read_text(encoding="utf-8")
-    anchor = "    def __iter__(self) -> Iterator[Any]:\n"
+    # the fault: an instrumented object's attribute that is not there, in the forward pre-hook
+    # that counts the run's progress (called by torch inside the script's model(x))
+    progress = tree / "repairbot" / "trace" / "harness" / "probes" / "progress.py"
+    source = progress.read_text(encoding="utf-8")
+    anchor = "        state.forwards += 1\n"
     assert anchor in source
-    limits.write_text(source.replace(anchor, anchor + "        raise MemoryError()\n", 1), encoding="utf-8")
+    progress.write_text(source.replace(anchor, anchor + "        state.forwards_seen += 1\n", 1), encoding="utf-8")
 
     repo = init_repo(tmp_path / "project")
-    # 10 samples in batches of 4: every pass is cut with a planned last batch of 2
-    working = LOADER_SCRIPT.replace("torch.randn(8, 3)", "torch.randn(10, 3)")
+    working = MODEL_SCRIPT
     (repo / "train.py").write_text(working, encoding="utf-8")
-    (repo / "broken.py").write_text(working.replace('print("done")', 'print("done")\nraise ValueError("the script\'s own bug")'),
-                                    encoding="utf-8")
+    (repo / "broken.py").write_text(working + 'raise ValueError("the script\'s own bug")\n', encoding="utf-8")
     commit_all(repo)
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
     for name, plain_status in (("train.py", "passed"), ("broken.py", "failed")):
@@ -353,14 +360,14 @@ def test_a_core_probe_that_fails_is_reported_as_repairbots_failure(tmp_path: Pat
             cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
         )
         assert result.returncode == 2, result.stdout + result.stderr
-        assert "[HARNESS ERROR] repairbot/trace/harness/probes/dataloader_limits.py:" in result.stdout
+        assert "[HARNESS ERROR] repairbot/trace/harness/probes/progress.py:" in result.stdout
         assert "no-pattern" not in result.stdout and "[FAILED]" not in result.stdout
         report = json.loads(report_path.read_text(encoding="utf-8"))
         jsonschema.Draft202012Validator(report_schema()).validate(report)
         assert (report["status"], report["stop_reason"]) == ("error", "harness-error")
         fault = report["harness_error"]
-        assert (fault["exc_type"], fault["harness_function"]) == ("MemoryError", "__iter__")
-        assert (fault["file"], fault["line"]) == (name, 4)
+        assert (fault["exc_type"], fault["harness_function"]) == ("AttributeError", "forward_pre_hook")
+        assert (fault["file"], fault["line"]) == (name, 5)
         assert fault["plain_run"]["status"] == plain_status
         if plain_status == "failed":
             assert (fault["plain_run"]["exc_type"], fault["plain_run"]["line"]) == ("ValueError", 7)
@@ -373,7 +380,7 @@ def test_a_core_probe_that_fails_is_reported_as_repairbots_failure(tmp_path: Pat
         timeout=600, check=False,
     )
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "[HARNESS ERROR] repairbot/trace/harness/probes/dataloader_limits.py:" in result.stdout
+    assert "[HARNESS ERROR] repairbot/trace/harness/probes/progress.py:" in result.stdout
     assert "Status: ERROR | Stop reason: harness-error" in result.stdout
 
 
