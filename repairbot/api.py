@@ -27,6 +27,7 @@ from repairbot.loop import (
     LoopResult,
     RepairLoop,
     collect_health,
+    failure_key,
     run_request,
     stop_reason,
 )
@@ -50,6 +51,7 @@ from repairbot.types import (
     BadInput,
     Decline,
     Failure,
+    HarnessFault,
     Outcome,
     RepairReport,
     RunLimits,
@@ -400,6 +402,8 @@ def _report(
         strict_health=options.strict_health,
         dry_run=options.dry_run,
         locations=notebooks.locator(notebook, delivery.root),
+        harness_fault=paths.harness_fault(result.harness_fault) if result.harness_fault is not None else None,
+        error=paths.harness_fault(result.harness_fault).summary if result.harness_fault is not None else None,
     )
 
 
@@ -502,8 +506,29 @@ def doctor(
         run = setup.runner.run(request)
         if on_run is not None:
             on_run(request, run)
+        fault = None
+        if run.failure is not None and run.failure.harness_frame is not None:
+            if progress is not None:
+                progress("run 2: the script without the harness (the harness's own code raised the failure)")
+            plain_request = run_request(setup.loop, {}, setup.loop.limits, plain=True)
+            plain = setup.runner.run(plain_request)
+            if on_run is not None:
+                on_run(plain_request, plain)
+            if failure_key(plain.failure) != failure_key(run.failure):
+                fault = HarnessFault(
+                    failure=run.failure, frame=run.failure.harness_frame, plain_status=plain.status,
+                    plain_failure=plain.failure, plain_exit_code=plain.exit_code, plain_output=plain.output_tail(),
+                )
     if run.status is RunStatus.HARNESS_ERROR:
         raise BadInput(run.harness_error or "the tracing harness could not start")
+    if fault is not None:
+        fault = setup.paths.harness_fault(fault)
+        return replace(
+            error_report(setup.paths.file(setup.script), fault.summary, time.monotonic() - started),
+            stop_reason=StopReason.HARNESS_ERROR, harness_fault=fault, command="doctor", root=str(setup.delivery.root),
+            environment=run.evidence.environment.to_json() if run.evidence else {},
+            notes=("This is a bug in repairbot, not in the script. Please report it with this output.",),
+        )
     script, notebook, paths, root = setup.script, setup.notebook, setup.paths, setup.delivery.root
     health = collect_health(
         (run.evidence.health or ()) if run.evidence is not None else (), root, setup.sources.current

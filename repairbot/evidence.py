@@ -458,6 +458,7 @@ def failure_from_json(data: Mapping[str, Any]) -> tuple[Failure, dict[int, Scope
         frames=tuple(frames),
         worker_frames=worker_frames(message),
         causes=causes,
+        harness_frame=frame_from_json(data["harness_frame"]) if isinstance(data.get("harness_frame"), Mapping) else None,
     )
     return failure, scopes
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import libcst as cst
 
 from repairbot.classify import Candidate, candidates, environment_problem
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, LastBatch
 from repairbot.health import offered_rules
 from repairbot.lint.engine import FixLevel, apply_edit, lint_bytes, package_of
 from repairbot.notebook import Notebook
 from repairbot.output.diff import unified_diff
-from repairbot.output.paths import ReportPaths
+from repairbot.output.paths import ReportPaths, harness_file
 from repairbot.pattern import Pattern, TransformError
 from repairbot.registry import rules_by_id
 from repairbot.sources import SourceError, Sources
@@ -33,6 +33,7 @@ from repairbot.types import (
     Decline,
     Failure,
     Fix,
+    HarnessFault,
     HealthFinding,
     Outcome,
     RunStatus,
@@ -74,6 +75,7 @@ class LoopResult:
     imported_files: frozenset[str] = frozenset()
     # What the health checks saw in the last run (paths relative to the root, static fixes offered)
     health: tuple[HealthFinding, ...] = ()
+    harness_fault: HarnessFault | None = None  # stop reason harness-error: what failed, the plain run
 
 
 # Called after every run; raises BadInput to refuse (branch mode: imported files not committed).
@@ -81,10 +83,11 @@ RunCheck = Callable[[RunResult], None]
 
 
 def run_request(
-    options: LoopOptions, overlay: Mapping[Path, bytes], limits: Limits, probes: frozenset[str] = frozenset()
+    options: LoopOptions, overlay: Mapping[Path, bytes], limits: Limits, probes: frozenset[str] = frozenset(),
+    plain: bool = False,
 ) -> RunRequest:
     """One run of the script as the options describe it, with candidate sources in ``overlay``
-    (the notebooks' programs always)."""
+    (the notebooks' programs always); ``plain``: without the harness's limits and probes."""
     return RunRequest(
         script=options.script,
         args=options.args,
@@ -96,6 +99,7 @@ def run_request(
         env=options.env,
         probes=probes,
         module=options.module,
+        plain=plain,
     )
 
 
@@ -178,6 +182,47 @@ def _stopped_note(run: RunResult, limits: Limits) -> str:
     )
 
 
+def _planned_last_batch(evidence: Evidence) -> LastBatch | None:
+    """The planned last batch that the failing batch may be (its size is the rows of a tensor of
+    the failing module's input or of the user's frames) and that the real run may never reach:
+    another loader with a planned last batch has a shorter real pass, so iterating the two
+    together (``zip``) ends first. A loader without a planned last batch cannot: its cut pass
+    is shorter than any planned one; and a loader's own last batch, on its own, is the real
+    run's (what the plan is for)."""
+    plans = [plan for plan in evidence.limits.last_batches if plan.size and plan.dataset and plan.batch_size]
+    rows = set()
+    module = evidence.failing_module
+    if module is not None and module.input_shape:
+        rows.add(module.input_shape[0])
+    for scope in evidence.scopes.values():
+        for value in scope.locals.values():
+            if value.kind == "tensor" and value.shape:
+                rows.add(value.shape[0])
+
+    def batches(plan: LastBatch) -> int:
+        assert plan.dataset is not None and plan.batch_size is not None
+        return -(-plan.dataset // plan.batch_size)
+
+    return next(
+        (plan for plan in plans if plan.size in rows and any(batches(other) < batches(plan) for other in plans)),
+        None,
+    )
+
+
+def _artefact_note(failure: Failure, cause: str, confirmation: RunResult, timeout: float) -> str:
+    """What the report says of a failure only the harness's limits made."""
+    if confirmation.status is RunStatus.TIMEOUT:
+        without = f"without that limit the run was still going at the {timeout:g}s time limit, with no such failure."
+    elif confirmation.passed:
+        without = "without that limit the script runs."
+    else:
+        without = "without that limit it does not happen."
+    return (
+        f"{failure.headline} happened only with {cause}; {without}"
+        " Later runs keep the script's own batches, and nothing was changed for it."
+    )
+
+
 def _progress_text(progress: tuple[int, ...]) -> str:
     steps, batches, forwards = (*progress, 0, 0, 0)[:3]
     return f"{steps} optimizer steps, {batches} batches, {forwards} module calls"
@@ -214,10 +259,11 @@ class RepairLoop:
         limits: Limits | None = None,
         why: str = "",
         probes: frozenset[str] = frozenset(),
+        plain: bool = False,
     ) -> RunResult:
         self.runs += 1
         self.say(f"run {self.runs}: {why}" if why else f"run {self.runs}")
-        request = run_request(self.options, overlay, limits or self.limits, self.probes | probes)
+        request = run_request(self.options, overlay, limits or self.limits, self.probes | probes, plain)
         result = self.runner.run(request)
         if self.on_run is not None:
             self.on_run(request, result)
@@ -250,26 +296,31 @@ class RepairLoop:
                 return self._result(Status.GAVE_UP, ended, attempts, run)
             failure = run.failure
             assert failure is not None
+            key = failure_key(failure)
+            if failure.harness_frame is not None and key not in confirmed:
+                # raised by the harness's own code: the script without the harness tells whose it is
+                confirmed.add(key)
+                plain = self._run(
+                    self.overlay, why="the script without the harness (the harness's own code raised the failure)",
+                    plain=True,
+                )
+                if failure_key(plain.failure) != key:
+                    return self._harness_failed(attempts, run, plain)
+                self.notes.append(
+                    f"{failure.headline} was raised inside repairbot's harness "
+                    f"({harness_file(failure.harness_frame.file)}:{failure.harness_frame.line}), "
+                    "but the script fails the same way without the harness: it is the script's failure."
+                )
             ranked = candidates(failure, self.options.patterns)
 
-            key = failure_key(failure)
-            if key not in confirmed and self._may_be_artefact(run, ranked):
-                confirmed.add(key)
-                confirmation = self._run(
-                    self.overlay, self.limits.without_batch_forcing(),
-                    why="confirming the failure at the script's own batch size",
-                )
-                if failure_key(confirmation.failure) != key:
-                    self.notes.append(
-                        f"{failure.headline} happened only with the batch size forced to "
-                        f"{self.limits.batch_size}; at the script's own batch size "
-                        + ("the script runs." if confirmation.passed else "it does not happen.")
-                        + " Later runs keep the script's batch size, and nothing was changed for it."
-                    )
-                    self.limits = self.limits.without_batch_forcing()
-                    run = confirmation
-                    continue
+            artefact = self._artefact(run, ranked, key) if key not in confirmed else None
             confirmed.add(key)
+            if artefact is not None:
+                confirmation, limits, cause = artefact
+                self.notes.append(_artefact_note(failure, cause, confirmation, self.options.timeout))
+                self.limits = limits
+                run = confirmation
+                continue
 
             if len(attempts) >= self.options.max_attempts:
                 return self._result(Status.GAVE_UP, StopReason.MAX_ATTEMPTS, attempts, run, failure)
@@ -379,16 +430,76 @@ class RepairLoop:
                 continue
         return None
 
-    def _may_be_artefact(self, run: RunResult, ranked: Sequence[Candidate]) -> bool:
-        """A failure that the forced batch size may have caused, so it must be confirmed first."""
-        evidence = run.evidence
-        if not self.limits.force_batch_size or evidence is None or not evidence.limits.forced:
-            return False  # the harness changed no batch size: nothing to confirm
+    def _batch_dependent(self, run: RunResult, ranked: Sequence[Candidate]) -> bool:
+        """Could the batches the harness served have made this failure?"""
         if not ranked:
             # a missing package, file or GPU does not depend on the batch size
             return run.failure is None or environment_problem(run.failure) is None
         best = ranked[0]
-        return best.pattern.needs_confirmation(best.failure, evidence)
+        return best.pattern.needs_confirmation(best.failure, run.evidence)
+
+    def _artefact(
+        self, run: RunResult, ranked: Sequence[Candidate], key: tuple[str, ...] | None
+    ) -> tuple[RunResult, Limits, str] | None:
+        """The confirmation run that does not fail like ``run``, its limits and the limit that
+        made the failure (in words); None when the failure is confirmed (or nothing needed it).
+
+        Each confirmation lifts one more limit: the forced batch size, then the cut passes when
+        the confirmation's own failing batch is a planned last batch (a script whose loaders'
+        batch sizes come from a forced ``--batch-size`` plans them only at its own)."""
+        limits, checked = self.limits, run
+        while (confirming := self._artefact_check(checked, ranked, limits)) is not None:
+            limits, cause, why = confirming
+            confirmation = self._run(self.overlay, limits, why=why)
+            if failure_key(confirmation.failure) != key:
+                return confirmation, limits, cause
+            checked = confirmation
+        return None
+
+    def _artefact_check(
+        self, run: RunResult, ranked: Sequence[Candidate], limits: Limits
+    ) -> tuple[Limits, str, str] | None:
+        """The run that confirms a failure the harness's limits may have caused, before any edit
+        (limits, the cause in words, why for the progress line); None when no limit can have.
+
+        A cut pass ends with its loader's real last batch, so that a batch of one the real run
+        reaches is seen in two batches; but where passes are consumed together (``zip(a, b)``
+        stops at the shorter), the real run may never reach the longer loader's last batch.
+        When the failing batch may be such a one (``_planned_last_batch``), only a run of the
+        real length (no cut passes, the script's batch sizes) tells which."""
+        evidence = run.evidence
+        if evidence is None:
+            return None
+        planned = _planned_last_batch(evidence) if limits.cut_batches else None
+        if planned is not None and self._batch_dependent(run, ranked):
+            where = f" of the DataLoader at {self.paths.location(planned.site)}" if planned.site else ""
+            return (
+                replace(limits, force_batch_size=False, cut_batches=False),
+                f"the harness's cut passes, which end with each loader's last batch (the batch of {planned.size}"
+                f"{where})",
+                "confirming the failure at the real run's length (whole DataLoader passes, the script's batch size)",
+            )
+        if limits.force_batch_size and evidence.limits.forced and self._batch_dependent(run, ranked):
+            return (
+                limits.without_batch_forcing(),
+                f"the batch size forced to {limits.batch_size}",
+                "confirming the failure at the script's own batch size",
+            )
+        return None
+
+    def _harness_failed(self, attempts: list[Attempt], run: RunResult, plain: RunResult) -> LoopResult:
+        """The stop where the harness's own code raised the failure and the plain run does not."""
+        failure = run.failure
+        assert failure is not None and failure.harness_frame is not None
+        fault = HarnessFault(
+            failure=failure, frame=failure.harness_frame, plain_status=plain.status,
+            plain_failure=plain.failure, plain_exit_code=plain.exit_code, plain_output=plain.output_tail(),
+        )
+        self.notes.append(
+            "This is a bug in repairbot, not in the script: nothing was changed. Please report it with this output."
+        )
+        result = self._result(Status.ERROR, StopReason.HARNESS_ERROR, attempts, run)
+        return replace(result, harness_fault=fault)
 
     def _locate(
         self,

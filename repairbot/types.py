@@ -47,6 +47,9 @@ class StopReason(enum.StrEnum):
     TIMEOUT = "timeout"
     ENVIRONMENT = "environment"
     BAD_INPUT = "bad-input"
+    # repairbot's tracing harness failed (its own code raised) where the script without it
+    # does not fail that way: status error, exit 2, the plain run's outcome reported
+    HARNESS_ERROR = "harness-error"
 
 
 class Outcome(enum.StrEnum):
@@ -102,6 +105,9 @@ class Failure:
     # above exception was the direct cause..."), nearest first: causes[0] is the one printed
     # just above this failure, causes[-1] the root cause, printed first.
     causes: tuple[Failure, ...] = ()
+    # The harness's own frame that raised it, where its own work did (a probe, a cut pass's
+    # sampler, a hook), not the script: the failure is then repairbot's, never the script's.
+    harness_frame: Frame | None = None
 
     @property
     def user_frame(self) -> Frame | None:
@@ -250,6 +256,40 @@ class RunLimits:
     left_loops: tuple[Mapping[str, Any], ...] = ()
 
 
+@dataclass(frozen=True)
+class HarnessFault:
+    """A failure that repairbot's tracing harness raised (its own code, not the script's), and
+    how the script ends without the harness (the plain run, which tells the two apart)."""
+
+    failure: Failure  # the traced run's failure (paths relative to the report's root in reports)
+    frame: Frame  # the harness's own frame that raised it (its file relative to repairbot's folder)
+    plain_status: RunStatus  # how the plain run ended: passed, failed, timeout
+    plain_failure: Failure | None = None
+    plain_exit_code: int | None = None
+    plain_output: str = ""  # the last lines the plain run printed
+
+    @property
+    def plain_outcome(self) -> str:
+        """The plain run's outcome in words."""
+        if self.plain_status is RunStatus.PASSED:
+            return "the script runs to its end (exit 0)"
+        if self.plain_status is RunStatus.TIMEOUT:
+            return "the script was still running at the time limit, with no error until then"
+        if self.plain_failure is None:
+            return f"the script ends with exit code {self.plain_exit_code}"
+        frame = self.plain_failure.user_frame
+        return f"the script fails with {self.plain_failure.headline}" + (f" at {frame.location}" if frame else "")
+
+    @property
+    def summary(self) -> str:
+        """One line: what failed in the harness, and where."""
+        return (
+            f"repairbot's tracing harness failed: {self.failure.exc_type} raised by its own code at "
+            f"{self.frame.location} ({self.frame.function}), not by the script; without the harness, "
+            f"{self.plain_outcome}"
+        )
+
+
 class Locations(Protocol):
     """Where a report's lines really are (a notebook's program lines as cells and their lines)."""
 
@@ -284,6 +324,7 @@ class RepairReport:
     strict_health: bool = False  # --strict-health: findings make the exit code 1
     dry_run: bool = False  # --dry-run: files_modified are the files the diff would change
     locations: Locations | None = None  # notebooks' lines by cell (repairbot.notebook.Locator); not in the JSON
+    harness_fault: HarnessFault | None = None  # stop reason harness-error: the harness's failure, the plain run's outcome
 
     @property
     def warnings(self) -> tuple[HealthFinding, ...]:

@@ -470,7 +470,9 @@ def render_markdown(report: RepairReport, root: Path | None = None) -> str:
         head = [f"## {icon} repairbot doctor: {code(report.script)} {verdict}"]
     else:
         head = [f"## {_ICONS[report.status]} repairbot: {code(report.script)} {_HEADLINES[report.status]}"]
-    if report.status is Status.ERROR:
+    if report.harness_fault is not None:
+        head.append(f"repairbot's tracing harness failed (a bug in repairbot, not in the script):\n\n{fenced(report.error or '')}")
+    elif report.status is Status.ERROR:
         head.append(f"repairbot refused to run:\n\n{fenced(report.error or 'bad input')}")
     head.append(_summary_table(report))
     if report.status is Status.ALREADY_PASSING:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from repairbot.sources import relative_path
-from repairbot.types import Decline, Failure, Frame
+from repairbot.types import Decline, Failure, Frame, HarnessFault
 
 _LOCATION = re.compile(r".+:\d+")  # an absolute file:line, as the harness records places
 
@@ -47,6 +47,15 @@ class ReportPaths:
             worker_frames=tuple(map(rebase, failure.worker_frames)),
         )
 
+    def harness_fault(self, fault: HarnessFault) -> HarnessFault:
+        """The fault with the script's frames relative to the root and the harness's frame
+        relative to repairbot's own folder (``repairbot/trace/harness/...``)."""
+        plain = fault.plain_failure
+        return replace(
+            fault, failure=self.failure(fault.failure), frame=replace(fault.frame, file=harness_file(fault.frame.file)),
+            plain_failure=self.failure(plain) if plain is not None else None,
+        )
+
     def declines(self, declines: Sequence[Decline]) -> tuple[Decline, ...]:
         """The declines with the file each remedy applies to relative."""
         return tuple(replace(d, file=self.file(d.file)) if d.file else d for d in declines)
@@ -68,3 +77,15 @@ class ReportPaths:
         except ValueError:
             return False
         return True
+
+
+def harness_file(path: str) -> str:
+    """A file of repairbot (its harness, a pattern's probe) as reports name it: relative to the
+    folder that holds the ``repairbot`` package (and ``patterns``), else as it is."""
+    import repairbot
+
+    top = Path(repairbot.__file__).resolve().parent.parent
+    try:
+        return Path(path).resolve().relative_to(top).as_posix()
+    except ValueError:
+        return path

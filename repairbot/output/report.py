@@ -14,6 +14,7 @@ from repairbot.types import (
     Attempt,
     Failure,
     Frame,
+    HarnessFault,
     HealthFinding,
     Outcome,
     RepairReport,
@@ -35,6 +36,7 @@ STOP_EXPLANATIONS = {
     StopReason.TIMEOUT: "a run reached the time limit",
     StopReason.ENVIRONMENT: "the environment is missing something (data, a package, the network, a GPU)",
     StopReason.BAD_INPUT: "bad input",
+    StopReason.HARNESS_ERROR: "repairbot's tracing harness failed, not the script",
 }
 
 
@@ -95,6 +97,9 @@ def render_text(report: RepairReport) -> str:
             lines.append("Remaining errors: 1")
         blocks.append("\n".join(lines))
 
+    if report.harness_fault is not None:
+        blocks.append(harness_fault_block(report.harness_fault))
+
     if report.remaining is not None:
         # the loop ended on a failure that no block describes yet (the attempt limit, say)
         frame = report.remaining.user_frame
@@ -114,7 +119,8 @@ def render_text(report: RepairReport) -> str:
     else:
         reason = report.stop_reason
         status = (
-            f"Status: FAILED | Stop reason: {reason.value} ({STOP_EXPLANATIONS[reason]}) | "
+            f"Status: {'ERROR' if report.status is Status.ERROR else 'FAILED'} | "
+            f"Stop reason: {reason.value} ({STOP_EXPLANATIONS[reason]}) | "
             f"Errors Fixed: 0 | Files Modified: none"
         )
     if report.command != "doctor" and report.strict_health and report.warnings and report.exit_code:
@@ -135,6 +141,46 @@ def render_text(report: RepairReport) -> str:
     tail = "\n".join([*notes, status])
     text = f"{body}\n\n{tail}\n" if body else f"{tail}\n"
     return report.locations.text(text) if report.locations else text
+
+
+def harness_fault_block(fault: HarnessFault) -> str:
+    """The block of a failure that repairbot's harness raised: where in the harness, where it
+    surfaced in the script, and how the script ends without the harness."""
+    frame = fault.failure.user_frame
+    surfaced = f" at {frame.location}" if frame else ""
+    lines = [
+        f"[HARNESS ERROR] {fault.frame.location}",
+        f"Error: {fault.failure.headline}{surfaced}, raised by repairbot's tracing harness "
+        f"({fault.frame.function} at {fault.frame.location}), not by the script",
+        f"Without the harness: {fault.plain_outcome}",
+    ]
+    if fault.plain_output:
+        lines.append("Output of the run without the harness:\n" + "\n".join("  " + line for line in fault.plain_output.splitlines()))
+    return "\n".join(lines)
+
+
+def _harness_fault_json(fault: HarnessFault) -> dict[str, Any]:
+    frame = fault.failure.user_frame
+    plain = fault.plain_failure
+    plain_frame = plain.user_frame if plain is not None else None
+    return {
+        "exc_type": fault.failure.exc_type,
+        "message": fault.failure.message,
+        "harness_file": fault.frame.file,
+        "harness_line": fault.frame.line,
+        "harness_function": fault.frame.function,
+        "file": frame.file if frame else None,
+        "line": frame.line if frame else None,
+        "plain_run": {
+            "status": fault.plain_status.value,
+            "exit_code": fault.plain_exit_code,
+            "exc_type": plain.exc_type if plain is not None else None,
+            "message": plain.message if plain is not None else None,
+            "file": plain_frame.file if plain_frame else None,
+            "line": plain_frame.line if plain_frame else None,
+            "output_tail": fault.plain_output,
+        },
+    }
 
 
 def modified_files(report: RepairReport) -> str:
@@ -171,7 +217,8 @@ def _doctor_status(report: RepairReport, blocks: list[str]) -> str:
         return f"Status: {verdict} | {findings} | Files Modified: none"
     reason = report.stop_reason
     return (
-        f"Status: FAILED | Stop reason: {reason.value} ({STOP_EXPLANATIONS[reason]}) | {findings} | "
+        f"Status: {'ERROR' if report.status is Status.ERROR else 'FAILED'} | "
+        f"Stop reason: {reason.value} ({STOP_EXPLANATIONS[reason]}) | {findings} | "
         "Files Modified: none"
     )
 
@@ -296,6 +343,8 @@ def report_to_json(report: RepairReport) -> dict[str, Any]:
         data["output_tail"] = report.output_tail
     if report.error:
         data["error"] = report.error
+    if report.harness_fault is not None:
+        data["harness_error"] = _harness_fault_json(report.harness_fault)
     if report.remaining is not None:
         frame = report.remaining.user_frame
         data["remaining"] = {

@@ -33,7 +33,7 @@ import psutil
 from repairbot.evidence import Evidence, evidence_from_json
 from repairbot.run_config import DEFAULTS, SETTINGS, RunConfig
 from repairbot.tracebacks import parse_log
-from repairbot.types import Failure, RunStatus
+from repairbot.types import Failure, Frame, RunStatus
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 RUN_MARKER = "REPAIRBOT_RUN_ID"
@@ -81,6 +81,9 @@ class RunRequest:
     # the patterns' probe.py files the harness loads (None: every pattern's that has one)
     probe_files: tuple[Path, ...] | None = None
     module: str | None = None  # run as `python -m module` (``script`` is then the module's file)
+    # the script as `python SCRIPT` runs it: no limit, no probe, only the file guard (the check
+    # of a failure the harness's own code raised)
+    plain: bool = False
 
     def command(self) -> str:
         """The run as the user would type it (the harness runs it this way, in ``cwd``)."""
@@ -88,6 +91,8 @@ class RunRequest:
         return shlex.join([self.python, *target, *self.args])
 
     def limits_text(self) -> str:
+        if self.plain:
+            return f"none: the script as it is, without the harness (only the file guard), timeout {self.timeout:g} s"
         limits = self.limits
         batch = (f"batch size forced down to {limits.batch_size}" if limits.force_batch_size
                  else "the script's own batch size")
@@ -222,6 +227,7 @@ class SubprocessRunner:
             "probes": sorted(request.probes),
             "probe_files": [str(path) for path in _probe_files(request)],
             "module": request.module,
+            "plain": request.plain,
             "overlay": {
                 str(path): base64.b64encode(data).decode("ascii")
                 for path, data in request.overlay.items()
@@ -264,7 +270,7 @@ class SubprocessRunner:
                 status=RunStatus.TIMEOUT, exit_code=None, duration_s=duration, failure=None,
                 evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
             )
-        status, failure = _judge(code, evidence, stderr, bool(request.args))
+        status, failure = _judge(code, evidence, stderr, bool(request.args), _probe_files(request))
         return RunResult(
             status=status, exit_code=code, duration_s=duration, failure=failure,
             evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
@@ -436,8 +442,11 @@ class _LineReader:
         return value if isinstance(value, dict) else None
 
 
-def _judge(code: int, evidence: Evidence | None, stderr: str, had_args: bool = False) -> tuple[RunStatus, Failure | None]:
-    """The status of a finished run and, for a failure, what failed."""
+def _judge(
+    code: int, evidence: Evidence | None, stderr: str, had_args: bool = False, probe_files: tuple[Path, ...] = (),
+) -> tuple[RunStatus, Failure | None]:
+    """The status of a finished run and, for a failure, what failed (``probe_files``: the
+    patterns' probes the harness loaded, its own files too)."""
     if evidence is not None and evidence.outcome == "stopped" and code == 0:
         return RunStatus.STOPPED, None
     if code == 0:
@@ -447,11 +456,40 @@ def _judge(code: int, evidence: Evidence | None, stderr: str, had_args: bool = F
     # No structured record (os._exit, a signal, sys.exit after printing): read what it printed.
     printed = parse_log(stderr)
     if printed is not None:
-        return RunStatus.FAILED, printed
+        # a pattern's probe.py is no library by its path, but it is the harness's, never the user's
+        printed = replace(printed, frames=tuple(
+            replace(frame, user=False) if frame.user and is_harness_path(frame.file, probe_files) else frame
+            for frame in printed.frames
+        ))
+        return RunStatus.FAILED, replace(printed, harness_frame=printed_harness_frame(printed, probe_files))
     if code < 0:
         name = _signal_name(-code)
         return RunStatus.FAILED, Failure(exc_type="Killed", message=f"the script was killed by {name}")
     return RunStatus.FAILED, Failure(exc_type="SystemExit", message=_exit_message(code, stderr, had_args))
+
+
+def printed_harness_frame(failure: Failure, probe_files: tuple[Path, ...] = ()) -> Frame | None:
+    """For a traceback the harness printed without its record (it failed before the script ran,
+    or while writing the record): the innermost of its own frames below the script's deepest
+    one, when there is one (the failure is then the harness's)."""
+    frames = failure.frames
+    deepest_user = max((i for i, frame in enumerate(frames) if frame.user), default=-1)
+    return next(
+        (frame for frame in reversed(frames[deepest_user + 1:]) if is_harness_path(frame.file, probe_files)), None
+    )
+
+
+def is_harness_path(path: str, probe_files: tuple[Path, ...] = ()) -> bool:
+    """A file of repairbot's tracing harness: the launcher, the harness package, one of the
+    patterns' probes it loaded."""
+    if not path or path.startswith("<"):
+        return False
+    resolved = Path(path).resolve()
+    return (
+        resolved == BOOTSTRAP.resolve()
+        or resolved.is_relative_to(BOOTSTRAP.resolve().parent / "harness")
+        or any(resolved == probe.resolve() for probe in probe_files)
+    )
 
 
 def _exit_message(code: int, stderr: str, had_args: bool = False) -> str:

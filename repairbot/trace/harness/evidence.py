@@ -5,6 +5,7 @@ import itertools
 import json
 import os
 import sys
+import traceback
 import types
 from typing import Any, Dict
 
@@ -113,6 +114,71 @@ def _trim_traceback(tb: Any) -> Any:
     return rebuilt
 
 
+# The harness's frames that only pass the script's own call on (the real function behind a
+# patched entry point, the real loader behind a cut pass, every torch op under a function mode):
+# an error raised below one of them is the script's. By (file in the harness folder, function);
+# None for any file (a pattern's probe).
+_PASS_THROUGH = frozenset([
+    ("hooks.py", "dispatch"), ("hooks.py", "call"), ("hooks.py", "<lambda>"),
+    ("probes/dataloader_limits.py", "cut"), ("health/core.py", "watch_pass"),
+    (None, "__torch_function__"), (None, "__torch_dispatch__"),
+])
+# The file guard stands for the file system: the OS errors it raises (or lets through) are the
+# ones the script would get, except its own refusals, worded "repairbot: ...".
+_OS_STAND_INS = ("probes/file_guard.py", "realos.py")
+
+
+def _harness_name(filename: Any) -> Any:
+    """``filename`` relative to the harness folder (None for a pattern's probe.py)."""
+    path = os.path.realpath(os.path.abspath(filename))
+    prefix = os.path.dirname(os.path.realpath(os.path.abspath(__file__))) + os.sep
+    return path[len(prefix):].replace(os.sep, "/") if path.startswith(prefix) else None
+
+
+def _passes_through(entry: Any, inner: Any, exc: Any) -> Any:
+    """Was the harness frame of traceback ``entry`` only passing the script's call on?"""
+    code = entry.tb_frame.f_code
+    name = _harness_name(code.co_filename)
+    if (name, code.co_name) in _PASS_THROUGH or (None, code.co_name) in _PASS_THROUGH:
+        return True
+    if name in _OS_STAND_INS and isinstance(exc, OSError):
+        return not _safe_str(exc).startswith("repairbot:")
+    # an around subscriber calling the rest of the chain (``call(...)``: a lambda of hooks.py)
+    if inner is not None:
+        inner_code = inner.tb_frame.f_code
+        return (_harness_name(inner_code.co_filename), inner_code.co_name) == ("hooks.py", "<lambda>")
+    return False
+
+
+def harness_fault(exc: Any) -> Any:
+    """The harness's own frame that raised ``exc`` (a frame record), None when it is the script's.
+
+    Below the script's deepest frame (the user's code, then what it called) come torch, the
+    standard library and the harness: the failure is the harness's when one of those harness
+    frames was doing its own work (a probe's bookkeeping, a cut pass's sampler, a hook), not
+    passing the script's call on to the real function; the innermost such frame is named.
+    """
+    entries = []
+    tb = exc.__traceback__
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    deepest_user = -1
+    for index, entry in enumerate(entries):
+        if OWNERSHIP.is_user_file(entry.tb_frame.f_code.co_filename):
+            deepest_user = index
+    below = entries[deepest_user + 1:]
+    for index in range(len(below) - 1, -1, -1):
+        entry = below[index]
+        if not _is_harness_frame(entry):
+            continue
+        inner = below[index + 1] if index + 1 < len(below) else None
+        if not _passes_through(entry, inner, exc):
+            code = entry.tb_frame.f_code
+            return frame_record(code.co_filename, entry.tb_lineno, code.co_name)
+    return None
+
+
 def trim_chain(exc: Any, seen: Any = None) -> None:
     """Trim every exception of a chain, as the printed traceback shows them all."""
     seen = seen if seen is not None else set()
@@ -129,6 +195,34 @@ def _exception_type_name(exc: Any) -> Any:
     if module in ("builtins", "__main__", None):
         return cls.__qualname__
     return "%s.%s" % (module, cls.__qualname__)
+
+
+def describe_failure(exc: Any, torch: Any, state: Any) -> Any:
+    """The record of the exception that ended the run; printed (its harness frames trimmed)
+    first, with the harness's own frame that raised it, where there is one."""
+    raised_by_harness = harness_fault(exc)  # before the trim: it reads the harness's frames
+    print_exception(exc)
+    described = describe_exception(exc, torch, state)
+    if raised_by_harness is not None:  # only then: the record of the script's own failures is unchanged
+        described["harness_frame"] = raised_by_harness
+    return described
+
+
+def print_exception(exc: Any) -> None:
+    """Print an uncaught exception as the interpreter would, through the script's own hook.
+
+    The interpreter's default hook reads source lines from disk; the traceback module reads
+    them through linecache, which holds the overlay: the lines that really ran.
+    """
+    trim_chain(exc)
+    tb = exc.__traceback__
+    hook = sys.excepthook
+    if hook is sys.__excepthook__:
+        hook = traceback.print_exception
+    try:
+        hook(type(exc), exc, tb)
+    except Exception:
+        traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 
 
 def describe_exception(exc: Any, torch: Any, state: Any, with_locals: Any = True, depth: Any = 0) -> Any:

@@ -8,17 +8,16 @@ import json
 import linecache
 import os
 import sys
-import traceback
 import types
 from typing import Any
 
 from . import realos
 from .context import Run
-from .evidence import conclude, describe_exception, trim_chain
+from .evidence import conclude, describe_failure
 from .frames import OWNERSHIP
 from .hooks import TorchHooks
 from .overlay import decode_source, install_overlay
-from .probe import install_probes, run_probes
+from .probe import Probe, install_probes, run_probes
 
 
 def _load_config(path: Any) -> Any:
@@ -28,23 +27,6 @@ def _load_config(path: Any) -> Any:
         os.path.abspath(p): base64.b64decode(data) for p, data in config.get("overlay", {}).items()
     }
     return config
-
-
-def _print_exception(exc: Any) -> None:
-    """Print an uncaught exception as the interpreter would, through the script's own hook.
-
-    The interpreter's default hook reads source lines from disk; the traceback module reads
-    them through linecache, which holds the overlay: the lines that really ran.
-    """
-    trim_chain(exc)
-    tb = exc.__traceback__
-    hook = sys.excepthook
-    if hook is sys.__excepthook__:
-        hook = traceback.print_exception
-    try:
-        hook(type(exc), exc, tb)
-    except Exception:
-        traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
 
 
 def _module_code(name: Any, main_module: Any) -> Any:
@@ -61,13 +43,29 @@ def _module_code(name: Any, main_module: Any) -> Any:
     return code
 
 
+class PlainCode(object):
+    """The loop table of a plain run: the user's code compiled as written."""
+
+    def compile(self, source: Any, filename: Any) -> Any:
+        return compile(source, filename, "exec", dont_inherit=True)
+
+
 def run(config_path: Any) -> Any:
     """One run of the script described by a config file; returns the exit code."""
     config = _load_config(config_path)
     script = os.path.abspath(config["script"])
     config["script"] = script
     run = Run(config)
-    probes = run_probes(config.get("probe_files", ()))
+    plain = bool(config.get("plain"))
+    if plain:
+        # the script as it is: no limit, no probe, its loops as written; only the file guard,
+        # since no run may alter a file that existed before it
+        from .probes import file_guard
+
+        probes = [Probe(file_guard)]
+        run.loops = PlainCode()  # type: ignore[assignment]
+    else:
+        probes = run_probes(config.get("probe_files", ()))
     try:
         import torch
     except ImportError:
@@ -117,6 +115,5 @@ def run(config_path: Any) -> Any:
         sys.stderr.write("%s\n" % (status,))
         return conclude(run, "failed", 1)
     except BaseException as exc:  # everything the script raises is evidence
-        _print_exception(exc)
-        return conclude(run, "failed", 1, describe_exception(exc, torch, run.state))
+        return conclude(run, "failed", 1, describe_failure(exc, torch, run.state))
     return conclude(run, "passed", 0)
