@@ -42,7 +42,7 @@ _SAFE_GLOBALS = ("torch.serialization.safe_globals",)
 # How the evidence rerun's probe is asked for, and where its record is read.
 _PROBE = probe.NAME
 _NUMPY_ALIAS = "np"
-# A ``with`` line longer than black's default gets the allowlist one global per line.
+# A `with` line longer than black's default gets the allowlist on a line of its own.
 _LINE_LENGTH = 88
 # A tab in an indent counts as one level of four columns, as the spaces of a space-indented file
 # would: the layout of a fix must not depend on which of the two the file uses.
@@ -205,7 +205,7 @@ class WeightsOnly(Pattern):
         ``model`` holds the instance when the checkpoint is loaded) names nothing, and the class
         is imported by name instead, ``from model import RNNModel`` right after ``import
         model``. The allowlist is one line: on the ``with`` line when it fits, else on a line of
-        its own inside the call's parentheses.
+        its own inside the call's parentheses, however many classes it names.
 
     Fix safety:
         Safe for plain data; unsafe when classes of a model are allowlisted: the project's own
@@ -369,7 +369,11 @@ class WeightsOnly(Pattern):
                 f"{report_path(path)} has no import statement at module level to add {'; '.join(spelled.imports)} next to",
                 diagnosis=_remedy([entry.name for entry in needed]), at=frame,
             )
-        rebinding = [code for code in spelled.imports if code.split()[-1] in set(reads(module))]
+        everywhere = ImportTable(module).aliases
+        rebinding = [
+            code for code in spelled.imports
+            if rebound(code.split()[-1]) or everywhere.get(code.split()[-1], code.split()[1]) != code.split()[1]
+        ]
         if rebinding:
             return self.decline(
                 f"{report_path(path)} binds the name {rebinding[0].split()[-1]} to something else: adding "
@@ -483,18 +487,15 @@ def _globals(record: Mapping[str, Any]) -> list[_Global]:
 def _context(module: cst.Module, torch_name: str, elements: Sequence[str], indent: str) -> str:
     """``torch.serialization.safe_globals([...])``, the allowlist on one line: on the ``with``
     line when it fits in ``_LINE_LENGTH`` after ``indent``, else on a line of its own inside the
-    call's parentheses (black's layout); one global per line only when even that line is too
-    long. The lines inside the parentheses are indented relative to the block: LibCST adds the
-    block's own."""
+    call's parentheses (black's layout; a long list stays one line there: it is one thing, the
+    classes the checkpoint holds). The lines inside the parentheses are indented relative to
+    the block: LibCST adds the block's own."""
     head = f"{torch_name}.serialization.safe_globals("
     listed = f"[{', '.join(elements)}]"
-    newline, step = module.default_newline, module.default_indent
     if _width(indent) + len("with ") + len(head) + len(listed) + len("):") <= _LINE_LENGTH:
         return f"{head}{listed})"
-    if _width(indent + step) + len(listed) <= _LINE_LENGTH:
-        return f"{head}{newline}{step}{listed}{newline})"
-    each = "".join(f"{step}{element},{newline}" for element in elements)
-    return f"{head}[{newline}{each}])"
+    newline = module.default_newline
+    return f"{head}{newline}{module.default_indent}{listed}{newline})"
 
 
 def _indent_of(module: cst.Module, line: int) -> str:
