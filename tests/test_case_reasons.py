@@ -53,3 +53,38 @@ def test_the_device_diagnosis_names_the_tensor_attribute() -> None:
     assert found.diagnosis is not None and found.diagnosis.startswith("`self.ab` is a plain tensor attribute")
     found = _locate(CASES["device-mismatch/decline_attribute_tensor"], Sources())
     assert isinstance(found, Decline) and found.diagnosis is not None and "`self.scale`" in found.diagnosis
+
+
+def test_colour_data_for_a_one_channel_layer_is_never_a_safe_fix() -> None:
+    """A 1-channel layer given RGB batches: unsafe when nothing says 1 channel, declined (both
+    values named, no remedy) when the project converts to grayscale or the layer is a filter."""
+    from repairbot.types import Applicability
+
+    found = _locate(CASES["conv-in-channels/rgb_data_one_channel_layer"], Sources())
+    assert isinstance(found, Site) and found.applicability is Applicability.UNSAFE
+    assert any("convert the images to grayscale" in note for note in found.notes)
+    found = _locate(CASES["conv-in-channels/decline_grayscale_elsewhere"], Sources())
+    assert isinstance(found, Decline) and "to_grayscale(colour[12:]) at" in found.reason
+    assert found.diagnosis is not None and "takes 1 input channel and the data has 3" in found.diagnosis
+    found = _locate(CASES["conv-in-channels/decline_single_channel_filter"], Sources())
+    assert isinstance(found, Decline) and "a single-channel filter" in found.reason
+    assert found.diagnosis is not None and "the run does not tell" in found.diagnosis
+
+
+def test_a_default_is_passed_only_at_its_one_construction() -> None:
+    found = _locate(CASES["conv-in-channels/default_channels_construction"], Sources())
+    assert isinstance(found, Site) and found.rewrite.param == "channels"  # type: ignore[attr-defined]
+    found = _locate(CASES["conv-in-channels/decline_default_two_constructions"], Sources())
+    assert isinstance(found, Decline) and "the run built the layer 2 times" in found.reason
+    found = _locate(CASES["conv-in-channels/decline_default_sizes_other_layer"], Sources())
+    assert isinstance(found, Decline) and "also sizes self.decode = nn.Conv2d(16, channels, 3, padding=1)" in found.reason
+    found = _locate(CASES["conv-in-channels/decline_in_channels_variable"], Sources())
+    assert isinstance(found, Decline) and "more channels (16)" in found.reason
+
+
+def test_a_rebound_module_name_never_names_the_class() -> None:
+    found = _locate(CASES["weights-only/fix_module_name_rebound"], Sources())
+    assert isinstance(found, Site) and "model.RNNModel," not in found.rewrite.context  # type: ignore[attr-defined]
+    assert found.rewrite.inserted == ("from model import RNNModel",)  # type: ignore[attr-defined]
+    found = _locate(CASES["weights-only/decline_module_rebound_class_name_taken"], Sources())
+    assert isinstance(found, Decline) and "already uses the name RNNModel" in found.reason

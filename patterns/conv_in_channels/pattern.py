@@ -16,10 +16,12 @@ from repairbot.analysis import (
     argument,
     called_name,
     calls_on_line,
+    dotted_name,
     has_star_args,
     is_torch_name,
     last_binding,
     local_tensors,
+    name_reads,
     one_line,
     place,
     resolve_site,
@@ -27,12 +29,12 @@ from repairbot.analysis import (
     shape_text,
     source,
 )
-from repairbot.codemod import method_call, replace_arg_value
+from repairbot.codemod import append_keyword, method_call, replace_arg_value
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence, FailingModule, LayerSite
 from repairbot.pattern import Pattern, phrase, signature
-from repairbot.provenance import DEFAULT, integer_value, written_at
-from repairbot.sources import Sources
+from repairbot.provenance import DEFAULT, Written, integer_value, written_at
+from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site
 
 from . import probe
@@ -78,6 +80,28 @@ class SetWrittenChannels(Rewrite):
 
 
 @dataclass(frozen=True)
+class PassChannelsAtConstruction(Rewrite):
+    """Passes ``param=in_channels`` at the call that builds the model (a parameter whose
+    default sizes the conv, left out there), after its last argument, in the call's layout."""
+
+    param: str
+    in_channels: int
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        if any(arg.keyword is not None and arg.keyword.value == self.param for arg in call.args):
+            raise EditError(f"{self.param} is already passed there")  # a second application
+        added = append_keyword(call, self.param, cst.Integer(str(self.in_channels)))
+        # `a = 1` where the call's own keywords are written so
+        spaced = next((arg.equal for arg in call.args if arg.keyword is not None and isinstance(arg.equal, cst.AssignEqual)), None)
+        if spaced is not None:
+            args = list(added.args)
+            args[-1] = args[-1].with_changes(equal=spaced)
+            added = added.with_changes(args=args)
+        return [Edit(call, added)]
+
+
+@dataclass(frozen=True)
 class PermuteChannelsFirst(Rewrite):
     """Moves the channels of the expression that makes the batch first (``.permute(order)``)."""
 
@@ -104,7 +128,10 @@ class ConvInChannels(Pattern):
         ``in_channels`` given by a name is changed where its value is written, found along the
         constructor chain the run traced: the argument at the call site (``TinyVGG(input_shape=1)``
         -> ``input_shape=3``), a config attribute or dict entry, an argparse default
-        (``opt.channels`` -> ``default=3``), a name bound once. A
+        (``opt.channels`` -> ``default=3``), a name bound once; a parameter's default that the
+        one construction the run saw leaves out (``def __init__(self, channels=3)``, ``net =
+        SmallCNN()`` on grayscale data) is passed there, ``SmallCNN(channels=1)``, in the
+        call's keyword style. A
         channels-last batch (``[N, H, W, C]`` with ``C`` equal to ``in_channels``) gets
         ``.permute(0, 3, 1, 2)`` where an assignment makes it (``x = torch.from_numpy(...)``).
         Diagnosed instead: a layer whose weights a ``load_state_dict`` of the run filled (the
@@ -135,13 +162,25 @@ class ConvInChannels(Pattern):
         Safe: only ``in_channels`` changes, to what the layer receives in the run, for a layer
         the project builds itself from scratch (no load of the run filled its weights), written
         as a plain number in a call that builds one layer, or as one number where the name's
-        value is written when the layer receives the data itself; the rerun verifies. The
+        value is written when the layer receives the data itself (or passed at the one
+        construction, for a default that sizes nothing else); the rerun verifies. Data with
+        more channels than the layer (colour images for a layer written for one channel) is
+        unsafe: the data may be what is wrong (converted to grayscale elsewhere, or meant to
+        be), and it is declined, naming both values and where each is written, when the
+        project's code says so: a grayscale conversion (``transforms.Grayscale()``,
+        ``.convert("L")``, ``cv2.COLOR_BGR2GRAY``, a ``to_grayscale`` helper) or a one-channel
+        ``Normalize((0.5,), (0.5,))`` in its files, a single-channel filter
+        (``nn.Conv2d(1, 1, ...)``, which ``in_channels=3`` would turn into a sum of the
+        colours), a weight set by hand. The
         ``.permute`` fix is unsafe: the layout is inferred from the sizes, and code after the
         model call that reads the batch as channels-last (plotting) must permute it back.
 
     Not handled:
-        ``in_channels`` computed by an expression, written in no single place, or a parameter's
-        default (the diagnosis says what it must evaluate to); a named ``in_channels`` of a
+        ``in_channels`` computed by an expression or written in no single place (the diagnosis
+        says what it must evaluate to); a parameter's default when the run built the layer more
+        than once, when the parameter also sizes something else of the class (a decoder's
+        ``out_channels``), when the construction is not in a file the run executed, or when
+        the data has more channels than the default; a named ``in_channels`` of a
         layer whose input is another layer's output; grouped convolutions (``groups`` > 1);
         convolutions built in a loop or a comprehension; functional ``F.conv2d`` on a hand-made
         weight.
@@ -164,7 +203,7 @@ class ConvInChannels(Pattern):
             + r"but got input to have (?P<got_rank>\d) dimensions and input\.size\[1\] == (?P<got>\d+)",
         ),
     )
-    REWRITES = (SetInChannels, SetWrittenChannels, PermuteChannelsFirst)
+    REWRITES = (SetInChannels, SetWrittenChannels, PassChannelsAtConstruction, PermuteChannelsFirst)
 
     def needs_confirmation(self, failure: Failure, evidence: Evidence | None) -> bool:
         module = evidence.failing_module if evidence else None
@@ -258,7 +297,12 @@ class ConvInChannels(Pattern):
         if target is None or has_star_args(call):
             return self.decline("the in_channels argument is not written out in the call", diagnosis=_remedy(in_channels, channels), at=site)
         if not isinstance(target.value, cst.Integer):
-            return self._written_in_channels(module, layer, site, src, target.value, channels, shape, data, evidence, sources)
+            return self._written_in_channels(
+                module, layer, site, src, call, target.value, channels, shape, data, evidence, failure, sources,
+            )
+        direction = self._direction(layer, site, src, call, module, channels, shape, data, evidence, failure, sources)
+        if isinstance(direction, Decline):
+            return direction
         old = one_line(src.module, call)
         new = one_line(src.module, replace_arg_value(call, target, cst.Integer(str(channels))))
         source_of_input = (
@@ -272,20 +316,22 @@ class ConvInChannels(Pattern):
             span=span,
             rewrite=SetInChannels(channels),
             summary=f"Changed {old} to {new} to match the traced input ({shape_text(shape)})",
-            applicability=self.APPLICABILITY,
+            applicability=direction.applicability,
             evidence={
                 "conv": {**module.to_json(), "site": place(site)},
                 "traced_input_shape": list(shape),
                 "in_channels": {"was": in_channels, "now": channels},
                 "input_is_data": data is not None,
             },
-            evidence_text=f"the {kind} built at {place(site)} received {source_of_input} (traced)",
+            evidence_text=f"the {kind} built at {place(site)} received {source_of_input} (traced){direction.evidence}",
+            notes=direction.notes,
         )
 
 
     def _written_in_channels(
-        self, module: FailingModule, layer: str, site: Frame, src: Source, value: cst.BaseExpression, channels: int,
-        shape: Sequence[int], data: tuple[str, Frame] | None, evidence: Evidence | None, sources: Sources,
+        self, module: FailingModule, layer: str, site: Frame, src: Source, call: cst.Call, value: cst.BaseExpression,
+        channels: int, shape: Sequence[int], data: tuple[str, Frame] | None, evidence: Evidence | None,
+        failure: Failure, sources: Sources,
     ) -> Site | Decline:
         """``in_channels`` given by a name: the number is changed where its value is written
         (the argument at the constructor's call site, a config attribute or dict entry, an
@@ -304,15 +350,27 @@ class ConvInChannels(Pattern):
             return self.decline(f"in_channels is `{code}` (written as {written.code} at {written.place}) and the "
                                 "layer's input is another layer's output, not the data",
                                 diagnosis=diagnosis, at=site)
-        if written.kind == DEFAULT:
-            return self.decline(
-                f"in_channels is `{code}`, the default {written.code} of a parameter (at {written.place}) that the "
-                "call building the model leaves out: the default may serve other uses of the class",
-                diagnosis=f"{diagnosis}: pass it where the model is built ({code}={channels})", at=site,
-            )
-        if integer_value(written.node) != module.in_channels:
+        if written.kind != DEFAULT and integer_value(written.node) != module.in_channels:
             return self.decline(f"in_channels is `{code}`, written as {written.code} at {written.place}, which is "
                                 f"not the {module.in_channels} the layer was built with", diagnosis=diagnosis, at=site)
+        direction = self._direction(layer, site, src, call, module, channels, shape, data, evidence, failure, sources)
+        if isinstance(direction, Decline):
+            return direction
+        if written.kind == DEFAULT and direction.applicability is not self.APPLICABILITY:
+            # more channels in the data than the class's default: the default is the input the
+            # class was written for, and nothing proves the data is not the odd one
+            return self.decline(
+                f"in_channels is `{code}`, the default {written.code} of a parameter (at {written.place}) that the "
+                f"call building the model leaves out, and the data has more channels ({channels}): whether the data "
+                "or the default is wrong is not proven by the run",
+                diagnosis=(f"{layer} takes the default {code}={written.code} written at {written.place}; the data has "
+                           f"{channels} channels ({data[0]} {shape_text(shape)} in {place(data[1])})."),
+                at=site,
+            )
+        if written.kind == DEFAULT:
+            return self._pass_at_construction(
+                module, layer, site, src, value, written, channels, shape, data, direction, evidence, failure, sources,
+            )
         return Site(
             pattern=self.ID,
             file=written.file,
@@ -320,7 +378,7 @@ class ConvInChannels(Pattern):
             rewrite=SetWrittenChannels(channels),
             summary=(f"Changed {written.code} to {channels} at {written.place} ({written.kind}), where the "
                      f"in_channels `{code}` of {layer} is written, to match the traced input ({shape_text(shape)})"),
-            applicability=self.APPLICABILITY,
+            applicability=direction.applicability,
             evidence={
                 "conv": {**module.to_json(), "site": place(site)},
                 "traced_input_shape": list(shape),
@@ -330,7 +388,149 @@ class ConvInChannels(Pattern):
             },
             evidence_text=(f"the {module.type} built at {place(site)} received the data as loaded ({data[0]} "
                            f"{shape_text(shape)} in {place(data[1])}); `{code}` = {module.in_channels} is written at "
-                           f"{written.place} (traced)"),
+                           f"{written.place} (traced){direction.evidence}"),
+            notes=direction.notes,
+        )
+
+    def _direction(
+        self, layer: str, site: Frame, src: Source, call: cst.Call, module: FailingModule, channels: int,
+        shape: Sequence[int], data: tuple[str, Frame] | None, evidence: Evidence | None, failure: Failure,
+        sources: Sources,
+    ) -> _Direction | Decline:
+        """Whether the traced facts say the layer, not the data, is the one to change.
+
+        Data with fewer channels than the layer (grayscale into an RGB layer) has no channels
+        to make up, and a layer that takes another layer's output must follow it: the layer is
+        changed (safe). Data with more channels than the layer (colour images into a layer
+        written for one channel) may be what the layer was written for only once converted:
+        declined when the project's code says so (a conversion to grayscale or a one-channel
+        normalisation in its files, the layer a single-channel filter of 1 in and 1 out, a
+        weight set by hand), else changed as unsafe.
+        """
+        in_channels = module.in_channels
+        assert isinstance(in_channels, int)  # checked by locate
+        if data is None or channels <= in_channels:
+            return _Direction(self.APPLICABILITY)
+        values = (
+            f"{layer} takes {in_channels} input channel{'s' if in_channels != 1 else ''} and the data has {channels} "
+            f"({data[0]} {shape_text(shape)} in {place(data[1])})"
+        )
+        if in_channels == 1 and module.out_channels == 1:
+            return self.decline(
+                f"{values}: a single-channel filter (1 channel in, 1 out); in_channels={channels} would sum the "
+                f"{channels} channels into one, another operation than the filter's",
+                diagnosis=f"{values}; the run does not tell whether the filter must run on each channel, on "
+                          "grayscale data, or over all channels together.",
+                at=site,
+            )
+        kernel = _weight_set_by_hand(src, call)
+        if kernel is not None:
+            return self.decline(
+                f"{values}; its weight is set by hand ({kernel}): a kernel of {in_channels} channel"
+                f"{'s' if in_channels != 1 else ''} that a resized layer would not fit",
+                diagnosis=f"{values}; the kernel set at {kernel} is written for {in_channels}.", at=site,
+            )
+        files = {*getattr(evidence, "imported_files", ()), *(f.file for f in failure.frames if f.user)}
+        said = _one_channel_data(sources, sorted(files)) if in_channels == 1 else None
+        if said is not None:
+            return self.decline(
+                f"{values}; the project's code says the images have 1 channel ({said}), but these batches did not "
+                "go through it: which of the two is wrong is not proven by the run",
+                diagnosis=f"{values}; {said} makes or expects 1-channel images.", at=data[1],
+            )
+        return _Direction(
+            Applicability.UNSAFE,
+            notes=(
+                f"Unsafe: the data has more channels ({channels}) than the layer was written for ({in_channels}) and "
+                f"nothing in the project's code makes it {in_channels}-channel; if the data was meant to have "
+                f"{in_channels}, {_conversion(in_channels, channels)} where it is loaded and keep the layer.",
+            ),
+            evidence=f"; nothing in the project's code converts the data to {in_channels} channel"
+                     f"{'s' if in_channels != 1 else ''} or normalises {in_channels}",
+        )
+
+    def _pass_at_construction(
+        self, module: FailingModule, layer: str, site: Frame, src: Source, value: cst.BaseExpression,
+        written: Written, channels: int, shape: Sequence[int], data: tuple[str, Frame] | None,
+        direction: _Direction, evidence: Evidence | None, failure: Failure, sources: Sources,
+    ) -> Site | Decline:
+        """``in_channels`` is a parameter's default (``def __init__(self, channels=3)``) that the
+        one construction the run saw leaves out (``net = SmallCNN()``): ``channels=1`` is passed
+        there. Declined (with that remedy) when the run built the class more than once, the
+        construction is not in a project file the run executed, or the parameter sizes
+        anything else in the class (it must then keep its value for that)."""
+        code = src.code(value)
+        remedy = f"{layer} receives {channels} channels: pass {code}={channels} where the model is built"
+        found = _defaulted_parameter(sources, written)
+        if found is None:
+            return self.decline(
+                f"in_channels is `{code}`, the default {written.code} (at {written.place}) of a parameter that is "
+                "not an __init__'s keyword parameter of a class", diagnosis=remedy, at=site,
+            )
+        owner, cls, init, param = found
+        remedy = f"{layer} receives {channels} channels: pass {param}={channels} where {cls.name.value} is built"
+        default = f"in_channels is `{code}`, the default {param}={written.code} of {cls.name.value} (at {written.place})"
+        traced = _layer_record(evidence, site, str(module.type), module.in_channels)
+        chain = traced.chain if traced is not None else ()
+        reads = [r for r in name_reads(init.body, param) if r is not value]
+        # the one read that passes it on toward the conv (a traced call-site argument) is its use
+        passed = [r for r in reads if any(_reads_at(owner, r, step.where) for step in chain)]
+        other = [r for r in reads if r not in passed[:1]]
+        if other:
+            first = other[0]
+            also = f"{owner.code(_statement_text_node(owner, first))} at {report_path(owner.path)}:{owner.line(first)}"
+            return self.decline(
+                f"{default}, which also sizes {also}: the default may have to keep its value there",
+                diagnosis=(f"{layer} receives {channels} channels; its in_channels is the default {param}={written.code} "
+                           f"of {cls.name.value} at {written.place}, which also sizes {also}."),
+                at=site,
+            )
+        built = _constructions(evidence, site, str(module.type), module.in_channels)
+        if built != 1:
+            return self.decline(f"{default}; the run built the layer {built} times: one default serves several models",
+                                diagnosis=remedy, at=site)
+        sites = _instance_sites(evidence, failure, cls.name.value)
+        if len(sites) != 1:
+            return self.decline(
+                f"{default}; the run saw {len(sites) or 'no'} construction site{'s' if len(sites) != 1 else ''} of "
+                f"{cls.name.value}", diagnosis=remedy, at=site,
+            )
+        (where,) = sites
+        executed = {Path(f).resolve() for f in (*getattr(evidence, "imported_files", ()), *(f.file for f in failure.frames))}
+        caller = source(sources, where.file)
+        if caller is None or caller.path.resolve() not in executed:
+            return self.decline(f"{default}; {cls.name.value} is built at {place(where)}, a file the run did not execute",
+                                diagnosis=remedy, at=site)
+        construction = _construction_call(caller, where.line, cls.name.value)
+        if construction is None:
+            return self.decline(f"{default}; no one call of {cls.name.value} at {place(where)} builds it",
+                                diagnosis=remedy, at=where)
+        if has_star_args(construction) or any(a.keyword is not None and a.keyword.value == param for a in construction.args):
+            return self.decline(f"{default}; the call {caller.code(construction)} at {place(where)} may pass it already",
+                                diagnosis=remedy, at=where)
+        old = one_line(caller.module, construction)
+        new = one_line(caller.module, append_keyword(construction, param, cst.Integer(str(channels))))
+        return Site(
+            pattern=self.ID,
+            file=str(caller.path),
+            span=caller.positions[construction],
+            rewrite=PassChannelsAtConstruction(param, channels),
+            summary=(f"Changed {old} to {new} at {place(where)}, the one construction of {cls.name.value}, whose default "
+                     f"{param}={written.code} is the in_channels of {layer}, to match the traced input ({shape_text(shape)})"),
+            applicability=direction.applicability,
+            evidence={
+                "conv": {**module.to_json(), "site": place(site)},
+                "traced_input_shape": list(shape),
+                "in_channels": {"was": module.in_channels, "now": channels, "expr": code},
+                "default": {"param": param, "at": written.place, "class": cls.name.value},
+                "built_at": place(where),
+                "input_is_data": True,
+            },
+            evidence_text=(f"the {module.type} built at {place(site)} received the data as loaded"
+                           f"{f' ({data[0]} {shape_text(shape)} in {place(data[1])})' if data else ''}; `{code}` is "
+                           f"the default {param}={written.code} at {written.place}, left out by the one construction "
+                           f"of {cls.name.value} the run saw, at {place(where)} (traced){direction.evidence}"),
+            notes=direction.notes,
         )
 
     def _channels_last(
@@ -527,3 +727,151 @@ def _pretrained_in_source(sources: Sources, failure: Failure, site: Frame) -> st
             ):
                 return f"{src.code(node)[:60]} at {place(Frame(file=str(src.path), line=span.line))}"
     return None
+
+
+@dataclass(frozen=True)
+class _Direction:
+    """What the traced facts make of a fix that changes the layer: how safe it is, and why."""
+
+    applicability: Applicability
+    notes: tuple[str, ...] = ()
+    evidence: str = ""  # appended to the fix's evidence text
+
+
+# Calls that make images one-channel (``num_output_channels=3`` keeps three).
+_GRAYSCALE_CALLS = ("Grayscale", "rgb_to_grayscale", "to_grayscale")
+
+
+def _one_channel_data(sources: Sources, files: Sequence[str]) -> str | None:
+    """Where the project's files make or expect one-channel images, if anywhere: a grayscale
+    conversion (``transforms.Grayscale()``, ``.convert("L")``, ``cv2.COLOR_BGR2GRAY``,
+    ``cv2.IMREAD_GRAYSCALE``) or a normalisation of one mean (``Normalize((0.5,), (0.5,))``)."""
+    for file in files:
+        src = source(sources, file)
+        if src is None:
+            continue
+        for node, span in sorted(src.positions.items(), key=lambda item: (item[1].line, item[1].col)):
+            if not isinstance(node, cst.Call):
+                continue
+            name = called_name(node)
+            first = node.args[0].value if node.args else None
+            keeps_three = any(
+                a.keyword is not None and a.keyword.value == "num_output_channels" and integer_value(a.value) == 3
+                for a in node.args
+            ) or (len(node.args) == 1 and node.args[0].keyword is None and first is not None and integer_value(first) == 3)
+            texts = [dotted_name(a.value) or "" for a in node.args]
+            if (
+                (name in _GRAYSCALE_CALLS and not keeps_three)
+                or (name == "convert" and isinstance(first, cst.SimpleString) and first.evaluated_value == "L")
+                or (name == "cvtColor" and any(t.endswith("2GRAY") for t in texts))
+                or (name == "imread" and any(t.endswith("IMREAD_GRAYSCALE") for t in texts))
+                or (name == "Normalize" and isinstance(first, cst.Tuple | cst.List) and len(first.elements) == 1)
+            ):
+                return f"{src.code(node)[:60]} at {place(Frame(file=str(src.path), line=span.line))}"
+    return None
+
+
+def _weight_set_by_hand(src: Source, call: cst.Call) -> str | None:
+    """Where the conv built by ``call`` (``self.edge = nn.Conv2d(...)``) gets a weight written by
+    hand (``self.edge.weight = nn.Parameter(kernel)``, ``.weight.data = ...``,
+    ``.weight.data.copy_(kernel)``), if anywhere in its file."""
+    owner = next(
+        (n for n in src.positions if isinstance(n, cst.Assign) and n.value is call and len(n.targets) == 1), None
+    )
+    target = dotted_name(owner.targets[0].target) if isinstance(owner, cst.Assign) else None
+    if target is None:
+        return None
+    weight = f"{target}.weight"
+    for node, span in src.positions.items():
+        written = False
+        if isinstance(node, cst.Assign):
+            written = any((dotted_name(t.target) or "") in (weight, f"{weight}.data") for t in node.targets)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "copy_":
+            written = (dotted_name(node.func.value) or "") in (weight, f"{weight}.data")
+        if written:
+            return f"{src.code(node)[:60]} at {place(Frame(file=str(src.path), line=span.line))}"
+    return None
+
+
+def _defaulted_parameter(
+    sources: Sources, written: Written
+) -> tuple[Source, cst.ClassDef, cst.FunctionDef, str] | None:
+    """The class, its ``__init__`` and the keyword parameter whose default ``written`` is."""
+    owner = source(sources, written.file)
+    if owner is None:
+        return None
+    for function in owner.around(written.span.line, cst.FunctionDef):
+        assert isinstance(function, cst.FunctionDef)
+        params = function.params
+        param = next((p for p in (*params.params, *params.kwonly_params) if p.default is written.node), None)
+        if param is None:
+            continue
+        classes = owner.around(owner.line(function), cst.ClassDef)
+        cls = classes[0] if classes else None
+        if function.name.value != "__init__" or not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock) \
+                or function not in cls.body.body:
+            return None
+        return owner, cls, function, param.name.value
+    return None
+
+
+def _reads_at(owner: Source, read: cst.Name, where: Frame) -> bool:
+    """Whether a read of the parameter is (inside) the traced call-site argument ``where``."""
+    span = owner.positions.get(read)
+    return span is not None and where.line <= span.line <= (where.end_line or where.line) and (
+        owner.path == Path(where.file) or owner.path.resolve() == Path(where.file).resolve()
+    )
+
+
+def _statement_text_node(owner: Source, node: cst.CSTNode) -> cst.CSTNode:
+    """The one-line statement around a node (what a decline quotes)."""
+    found = [
+        n for n, span in owner.positions.items()
+        if isinstance(n, cst.SimpleStatementLine) and span.contains_line(owner.line(node))
+    ]
+    if not found:
+        return node
+    line = min(found, key=lambda n: owner.positions[n].end_line - owner.positions[n].line)
+    assert isinstance(line, cst.SimpleStatementLine)
+    return line.body[0] if len(line.body) == 1 else line  # without the comments above it
+
+
+def _constructions(evidence: Evidence | None, site: Frame, kind: str, in_channels: int | None) -> int:
+    """How many times the run built the conv at ``site`` with its sizes."""
+    if evidence is None:
+        return 0
+    return sum(
+        1 for layer in evidence.layer_sites
+        if layer.type == kind and layer.site is not None and _same_line(layer.site, site)
+        and layer.args.get("in_channels") == in_channels
+    )
+
+
+def _instance_sites(evidence: Evidence | None, failure: Failure, class_name: str) -> list[Frame]:
+    """The construction sites of the traced modules of ``class_name`` in the failure's frames
+    (the model whose forward ran, and the variables holding one)."""
+    found: list[Frame] = []
+    if evidence is None:
+        return found
+    for frame in failure.frames:
+        if not frame.user:
+            continue
+        for value in evidence.scope(frame).locals.values():
+            if value is None or not value.is_module or value.type != class_name:
+                continue
+            where = resolve_site(evidence, value.site)
+            if where is not None and not any(_same_line(where, seen) for seen in found):
+                found.append(where)
+    return found
+
+
+def _construction_call(src: Source, line: int, class_name: str) -> cst.Call | None:
+    """The one call on ``line`` that calls the class (``SmallCNN()``, ``models.SmallCNN()``, an alias of it)."""
+    calls = [
+        located.node for located in calls_on_line(src.wrapper, line)
+        if isinstance(located.node, cst.Call) and (
+            called_name(located.node) == class_name
+            or (src.imports.qualify(located.node.func) or "").rpartition(".")[2] == class_name
+        )
+    ]
+    return calls[0] if len(calls) == 1 else None

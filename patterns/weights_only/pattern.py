@@ -4,7 +4,7 @@ refused by ``torch.load``'s ``weights_only=True`` default (torch >= 2.6)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -15,6 +15,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
 from repairbot.analysis import (
     ImportTable,
+    bindings_of,
     dotted_name,
     is_torch_name,
     one_line,
@@ -28,6 +29,7 @@ from repairbot.codemod import string_literal
 from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, phrase, signature
+from repairbot.provenance import parameter_names
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -40,7 +42,7 @@ _SAFE_GLOBALS = ("torch.serialization.safe_globals",)
 # How the evidence rerun's probe is asked for, and where its record is read.
 _PROBE = probe.NAME
 _NUMPY_ALIAS = "np"
-# A ``with`` line longer than black's default gets the allowlist one global per line.
+# A `with` line longer than black's default gets the allowlist on a line of its own.
 _LINE_LENGTH = 88
 # A tab in an indent counts as one level of four columns, as the spaces of a space-indented file
 # would: the layout of a fix must not depend on which of the two the file uses.
@@ -59,16 +61,25 @@ def is_plain_data(name: str) -> bool:
     return name in PLAIN_DATA or bool(NUMPY_DTYPE_CLASS.match(name))
 
 
-def _import_edits(nodes: SiteNodes, imports: Sequence[str], additions: Sequence[Sequence[str]]) -> list[Edit]:
+def _import_edits(
+    nodes: SiteNodes, imports: Sequence[str], additions: Sequence[Sequence[str]], inserted: Sequence[str] = (),
+) -> list[Edit]:
     """The missing imports inserted before the statement at the first extra span (the blank
-    lines and comments above it move above them), and the project's classes added to the
-    ``from module import ...`` statements at the last extra spans, one name list each."""
+    lines and comments above it move above them), the project's classes added to the
+    ``from module import ...`` statements at the next extra spans, one name list each, and the
+    ``from module import Class`` statements (``inserted``, as code) put after the ``import
+    module`` statements at the last extra spans, one each."""
     extra = list(nodes.site.extra_spans)
-    anchor_spans, from_spans = extra[: len(extra) - len(additions)], extra[len(extra) - len(additions):]
+    cut = len(extra) - len(inserted)
+    after_spans = extra[cut:]
+    anchor_spans, from_spans = extra[: cut - len(additions)], extra[cut - len(additions): cut]
     edits: list[Edit] = []
     for span, names in zip(from_spans, additions, strict=True):
         statement = nodes.at(span, cst.ImportFrom)
         edits.append(Edit(statement, _extended_import(nodes.module, statement, names, _indent_of(nodes.module, span.line))))
+    for span, code in zip(after_spans, inserted, strict=True):
+        line = nodes.at(span, cst.SimpleStatementLine)
+        edits.append(Edit(line, cst.FlattenSentinel([line, cst.parse_statement(code + nodes.module.default_newline)])))
     if not imports or not anchor_spans:
         return edits
     (anchor_span,) = anchor_spans
@@ -128,6 +139,7 @@ class WrapInSafeGlobals(Rewrite):
     context: str
     imports: tuple[str, ...]
     additions: tuple[tuple[str, ...], ...] = ()  # classes added to the file's `from module import ...`
+    inserted: tuple[str, ...] = ()  # `from module import Class` put after the file's `import module`
 
     def edits(self, nodes: SiteNodes) -> list[Edit]:
         statement = nodes.node(cst.SimpleStatementLine)
@@ -136,7 +148,7 @@ class WrapInSafeGlobals(Rewrite):
             body=cst.IndentedBlock(body=[statement.with_changes(leading_lines=[])]),
             leading_lines=statement.leading_lines,
         )
-        return [Edit(statement, wrapped), *_import_edits(nodes, self.imports, self.additions)]
+        return [Edit(statement, wrapped), *_import_edits(nodes, self.imports, self.additions, self.inserted)]
 
 
 @dataclass(frozen=True)
@@ -147,11 +159,12 @@ class ExtendSafeGlobals(Rewrite):
     elements: tuple[str, ...]
     imports: tuple[str, ...]
     additions: tuple[tuple[str, ...], ...] = ()  # classes added to the file's `from module import ...`
+    inserted: tuple[str, ...] = ()  # `from module import Class` put after the file's `import module`
 
     def edits(self, nodes: SiteNodes) -> list[Edit]:
         listed = nodes.node(cst.List)
         extended = _extended(listed, [cst.parse_expression(code) for code in self.elements])
-        return [Edit(listed, extended), *_import_edits(nodes, self.imports, self.additions)]
+        return [Edit(listed, extended), *_import_edits(nodes, self.imports, self.additions, self.inserted)]
 
 
 class WeightsOnly(Pattern):
@@ -187,6 +200,12 @@ class WeightsOnly(Pattern):
         through the load site's imports) and torch's (``nn.Linear``) listed; a class of a
         module the load file already imports from (``from previous_chapters import GPTModel``,
         the checkpoint also naming ``TransformerBlock``) is added to that ``from ... import``.
+        A name is used only where it is, at the load, what its import says: a module name the
+        file rebinds (``import model`` then ``model = model.RNNModel(...)``, so that
+        ``model`` holds the instance when the checkpoint is loaded) names nothing, and the class
+        is imported by name instead, ``from model import RNNModel`` right after ``import
+        model``. The allowlist is one line: on the ``with`` line when it fits, else on a line of
+        its own inside the call's parentheses, however many classes it names.
 
     Fix safety:
         Safe for plain data; unsafe when classes of a model are allowlisted: the project's own
@@ -202,7 +221,9 @@ class WeightsOnly(Pattern):
         A checkpoint whose globals include anything else (a class of the project that is not an
         nn.Module, a function, ``functools.partial``, an OmegaConf config, a NumPy random
         generator), a model class whose module the load site does not import from, whose name
-        the load file already uses for something else, or saved as ``__main__.Net`` and imported
+        the load file already uses for something else (a rebound module whose class name the
+        file also binds: ``model = model.RNNModel(...)`` beside a class ``RNNModel`` of the
+        script), or saved as ``__main__.Net`` and imported
         under that name from another module: declined with the list of globals and the
         two remedies (allowlist them with ``safe_globals`` if the file is trusted, or resave the
         checkpoint with plain types). A run without the ``unsafe-globals`` evidence (the list
@@ -299,9 +320,10 @@ class WeightsOnly(Pattern):
         positions = spans(wrapper)
         where = place(frame)
         import_lines = _visible_imports(wrapper, statement)
-        visible = ImportTable(cst.Module(body=import_lines))
+        rebound = _Rebinding.around(wrapper, statement)
+        visible = _import_table(import_lines, rebound)
         project = {name: found for name, found in classes.items() if found.file is not None}
-        reached = _project_class_names(project, path, module, import_lines)
+        reached = _project_class_names(project, path, module, import_lines, rebound)
         if isinstance(reached, str):
             return self.decline(reached, diagnosis=_remedy([entry.name for entry in needed]), at=frame)
         named = reached.named
@@ -347,16 +369,34 @@ class WeightsOnly(Pattern):
                 f"{report_path(path)} has no import statement at module level to add {'; '.join(spelled.imports)} next to",
                 diagnosis=_remedy([entry.name for entry in needed]), at=frame,
             )
-        from_spans = tuple(positions[statement] for statement, _ in reached.additions)
-        if set(anchors) & {positions[line] for line in import_lines if any(s in line.body for s, _ in reached.additions)}:
+        everywhere = ImportTable(module).aliases
+        rebinding = [
+            code for code in spelled.imports
+            if rebound(code.split()[-1]) or everywhere.get(code.split()[-1], code.split()[1]) != code.split()[1]
+        ]
+        if rebinding:
             return self.decline(
-                f"the imports to add and the `from ... import` to extend in {report_path(path)} are one statement",
+                f"{report_path(path)} binds the name {rebinding[0].split()[-1]} to something else: adding "
+                f"`{rebinding[0]}` would rebind it",
+                diagnosis=_remedy([entry.name for entry in needed]), at=frame,
+            )
+        from_spans = tuple(positions[statement] for statement, _ in reached.additions)
+        after_spans = tuple(positions[line] for line, _ in reached.inserted)
+        extended_lines = {positions[line] for line in import_lines if any(s in line.body for s, _ in reached.additions)}
+        if set(anchors) & (extended_lines | set(after_spans)) or extended_lines & set(after_spans):
+            return self.decline(
+                f"the imports to add and the import statements to extend in {report_path(path)} are one statement",
                 diagnosis=_remedy([entry.name for entry in needed]), at=frame,
             )
         additions = tuple(names for _, names in reached.additions)
+        inserted = tuple(code for _, code in reached.inserted)
         extended = "".join(
             f"; imported {', '.join(names)} in the file's `from {dotted_name(statement.module or cst.Name(''))} import ...`"
             for statement, names in reached.additions
+        ) + "".join(
+            f"; added `{code}` after the file's `{one_line(module, line)}` (the name {code.split()[1]} is "
+            "rebound in the file: at the load it is not the module)"
+            for line, code in reached.inserted
         )
         if existing is not None:
             listed, list_span = existing
@@ -368,13 +408,13 @@ class WeightsOnly(Pattern):
                 )
             return Site(
                 pattern=self.ID, file=str(path), span=list_span,
-                rewrite=ExtendSafeGlobals(tuple(missing), tuple(spelled.imports), additions),
+                rewrite=ExtendSafeGlobals(tuple(missing), tuple(spelled.imports), additions, inserted),
                 summary=(
                     f"Added {', '.join(missing)} to the safe_globals([...]) list around {loader} at {where}: "
                     f"{checkpoint} also holds {names}{extended}"
                 ),
                 applicability=applicability, evidence=evidence, evidence_text=evidence_text, notes=notes,
-                extra_spans=anchors + from_spans,
+                extra_spans=anchors + from_spans + after_spans,
             )
         context = _context(module, torch_name, spelled.elements, _indent_of(module, positions[statement].line))
         statement_text = one_line(module, statement)
@@ -383,13 +423,13 @@ class WeightsOnly(Pattern):
         shown_context = f"{torch_name}.serialization.safe_globals([{', '.join(spelled.elements)}])"
         return Site(
             pattern=self.ID, file=str(path), span=positions[statement],
-            rewrite=WrapInSafeGlobals(context, tuple(spelled.imports), additions),
+            rewrite=WrapInSafeGlobals(context, tuple(spelled.imports), additions, inserted),
             summary=(
                 f"Wrapped {shown} in `with {shown_context}:` so that weights_only=True (torch >= 2.6) loads "
                 f"{report_path(Path(checkpoint))}, which holds {names}{added}{extended}"
             ),
             applicability=applicability, evidence=evidence, evidence_text=evidence_text, notes=notes,
-            extra_spans=anchors + from_spans,
+            extra_spans=anchors + from_spans + after_spans,
         )
 
     def _import_anchor(self, wrapper: MetadataWrapper, spelled: _Spelling) -> tuple[Span, ...]:
@@ -445,15 +485,17 @@ def _globals(record: Mapping[str, Any]) -> list[_Global]:
 
 
 def _context(module: cst.Module, torch_name: str, elements: Sequence[str], indent: str) -> str:
-    """``torch.serialization.safe_globals([...])``: on the ``with`` line when it fits in
-    ``_LINE_LENGTH`` after ``indent``, else one global per line (black's layout). The lines
-    inside the brackets are indented relative to the block: LibCST adds the block's own."""
+    """``torch.serialization.safe_globals([...])``, the allowlist on one line: on the ``with``
+    line when it fits in ``_LINE_LENGTH`` after ``indent``, else on a line of its own inside the
+    call's parentheses (black's layout; a long list stays one line there: it is one thing, the
+    classes the checkpoint holds). The lines inside the parentheses are indented relative to
+    the block: LibCST adds the block's own."""
     head = f"{torch_name}.serialization.safe_globals("
-    flat = f"{head}[{', '.join(elements)}])"
-    if _width(indent) + len("with ") + len(flat) + 1 <= _LINE_LENGTH:
-        return flat
-    listed = "".join(f"{module.default_indent}{element},{module.default_newline}" for element in elements)
-    return f"{head}[{module.default_newline}{listed}])"
+    listed = f"[{', '.join(elements)}]"
+    if _width(indent) + len("with ") + len(head) + len(listed) + len("):") <= _LINE_LENGTH:
+        return f"{head}{listed})"
+    newline = module.default_newline
+    return f"{head}{newline}{module.default_indent}{listed}{newline})"
 
 
 def _indent_of(module: cst.Module, line: int) -> str:
@@ -736,24 +778,36 @@ class _ProjectNames:
     named: dict[str, str]  # each project class's global -> the code that names it at the load
     # the ``from module import ...`` statements that get classes added, with the names added
     additions: list[tuple[cst.ImportFrom, tuple[str, ...]]]
+    # the ``import module`` lines that get a ``from module import Class`` after them (as code)
+    inserted: list[tuple[cst.SimpleStatementLine, str]]
 
 
 def _project_class_names(
-    project: Mapping[str, _ModelClass], load_file: Path, module: cst.Module, imports: Sequence[cst.SimpleStatementLine]
+    project: Mapping[str, _ModelClass], load_file: Path, module: cst.Module,
+    imports: Sequence[cst.SimpleStatementLine], rebound: _Rebinding,
 ) -> _ProjectNames | str:
     """Each project class as the load site names it: bare in its own file, through the file's
     imports, or added to a ``from models import Net`` of its module that the load already sees
     (the module is imported by then, so naming another of its classes runs no new code; a name
-    the file already uses is never rebound). A reason when one cannot be named (importing its
-    module at the load would run code the script never ran at that point)."""
-    table = ImportTable(cst.Module(body=list(imports)))
+    the file already uses is never rebound). A module name the file rebinds (``model =
+    model.RNNModel(...)``: at the load ``model`` is the instance) names nothing: the class is
+    then imported by name, ``from model import RNNModel`` right after the file's ``import
+    model``. A reason when one cannot be named (importing its module at the load would run
+    code the script never ran at that point)."""
+    table = _import_table(imports, rebound)
     used = set(reads(module))
     named: dict[str, str] = {}
     added: dict[str, list[str]] = {}
+    inserted: dict[str, list[str]] = {}
     for name, found in project.items():
         if found.file is None:  # torch's own class: spelled by _spell
             continue
         if found.file.resolve() == load_file.resolve():
+            if rebound.besides_definition(found.name):
+                return (
+                    f"the checkpoint names the class {found.name} of {report_path(load_file)}, and the file also "
+                    f"binds the name {found.name} to something else: at the load it may not be the class"
+                )
             named[name] = found.name
             continue
         module_name, _, class_name = name.rpartition(".")
@@ -772,25 +826,91 @@ def _project_class_names(
         if code is not None:
             named[name] = code
             continue
-        if _from_import_of(imports, module_name) is None:
+        shadowed = _module_import_of(imports, module_name)
+        if _from_import_of(imports, module_name) is None and shadowed is None:
             return (
                 f"the checkpoint names the project's class {name}, which is not imported at the load in "
                 f"{report_path(load_file)} (no import of {module_name} there to name it through)"
             )
         if class_name in used:
+            binding = (
+                f"binds {module_name} to something else (at the load it is not the module)" if shadowed is not None
+                else f"imports from {module_name}"
+            )
             return (
-                f"the checkpoint names the project's class {name}; {report_path(load_file)} imports from "
-                f"{module_name} but already uses the name {class_name} for something else, so importing it "
-                "there would rebind that name"
+                f"the checkpoint names the project's class {name}; {report_path(load_file)} {binding} and already "
+                f"uses the name {class_name} for something else, so importing it there would rebind that name"
             )
         named[name] = class_name
-        added.setdefault(module_name, []).append(class_name)
+        (added if _from_import_of(imports, module_name) is not None else inserted).setdefault(module_name, []).append(class_name)
     additions = []
     for module_name, names in added.items():
         statement = _from_import_of(imports, module_name)
         assert statement is not None  # checked above
         additions.append((statement, tuple(names)))
-    return _ProjectNames(named, additions)
+    insertions = []
+    for module_name, names in inserted.items():
+        line = _module_import_of(imports, module_name)
+        assert line is not None  # checked above
+        insertions.append((line, f"from {module_name} import {', '.join(names)}"))
+    return _ProjectNames(named, additions, insertions)
+
+
+def _module_import_of(imports: Sequence[cst.SimpleStatementLine], module_name: str) -> cst.SimpleStatementLine | None:
+    """The first ``import module_name`` line among ``imports`` (the module under its own name)."""
+    for line in imports:
+        for statement in line.body:
+            if isinstance(statement, cst.Import) and any(
+                dotted_name(alias.name) == module_name and alias.asname is None for alias in statement.names
+            ):
+                return line
+    return None
+
+
+def _import_table(imports: Sequence[cst.SimpleStatementLine], rebound: Callable[[str], bool]) -> ImportTable:
+    """The names ``imports`` bind, without those the file also binds otherwise: those may not
+    stand for what was imported when the load runs."""
+    table = ImportTable(cst.Module(body=list(imports)))
+    table.aliases = {local: target for local, target in table.aliases.items() if not rebound(local)}
+    return table
+
+
+@dataclass(frozen=True)
+class _Rebinding:
+    """Which names the file binds otherwise than by an import where the load sees them: at
+    module level (an assignment, a loop or ``with`` target, a ``def`` or ``class``, a ``global``
+    declaration in any function) or in a function around the load (its parameters too). Such
+    a name may not stand for what was imported when the load runs."""
+
+    module: cst.Module
+    functions: tuple[cst.FunctionDef, ...]  # around the load, innermost first
+    declared: frozenset[str]  # declared global in some function
+    defined: tuple[str, ...]  # each module-level def and class, once per definition
+
+    @classmethod
+    def around(cls, wrapper: MetadataWrapper, statement: cst.CSTNode) -> _Rebinding:
+        module = wrapper.module
+        parents = wrapper.resolve(ParentNodeProvider)
+        functions: list[cst.FunctionDef] = []
+        node: cst.CSTNode | None = parents.get(statement)
+        while node is not None:
+            if isinstance(node, cst.FunctionDef):
+                functions.append(node)
+            node = parents.get(node)
+        declared = frozenset(
+            name.name.value for node in m.findall(module, m.Global()) if isinstance(node, cst.Global) for name in node.names
+        )
+        defined = tuple(s.name.value for s in module.body if isinstance(s, cst.FunctionDef | cst.ClassDef))
+        return cls(module, tuple(functions), declared, defined)
+
+    def __call__(self, name: str) -> bool:
+        return name in self.defined or self.besides_definition(name)
+
+    def besides_definition(self, name: str) -> bool:
+        """Bound otherwise than by an import and by one module-level definition (the class itself)."""
+        if name in self.declared or self.defined.count(name) > 1 or bindings_of(self.module, name):
+            return True
+        return any(name in parameter_names(function) or bindings_of(function, name) for function in self.functions)
 
 
 def _from_import_of(imports: Sequence[cst.SimpleStatementLine], module_name: str) -> cst.ImportFrom | None:

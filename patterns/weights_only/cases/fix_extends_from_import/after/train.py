@@ -14,13 +14,9 @@ def main():
         nn.functional.cross_entropy(model(x), y).backward()
         optimizer.step()
     torch.save(model, "net.pt")
-    with torch.serialization.safe_globals([
-        Block,
-        Net,
-        nn.ReLU,
-        nn.Sequential,
-        nn.Linear,
-    ]):
+    with torch.serialization.safe_globals(
+        [Block, Net, nn.ReLU, nn.Sequential, nn.Linear]
+    ):
         model = torch.load("net.pt")
     print("reloaded", sum(p.numel() for p in model.parameters()))
 

@@ -22,13 +22,9 @@ def main():
         nn.functional.mse_loss(model(x), y).backward()
         optimizer.step()
     torch.save(model, "model.pt")  # the whole model, pickled
-    with torch.serialization.safe_globals([
-        Net,
-        nn.ReLU,
-        nn.Sequential,
-        nn.Dropout,
-        nn.Linear,
-    ]):
+    with torch.serialization.safe_globals(
+        [Net, nn.ReLU, nn.Sequential, nn.Dropout, nn.Linear]
+    ):
         model = torch.load("model.pt")
     model.eval()
     print("reloaded", type(model).__name__)

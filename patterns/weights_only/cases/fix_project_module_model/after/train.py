@@ -18,14 +18,9 @@ def main():
     model = models.SmallCNN()
     train(model, 2)
     torch.save(model, "best_model.pth")
-    with torch.serialization.safe_globals([
-        models.ConvBlock,
-        models.SmallCNN,
-        nn.BatchNorm2d,
-        nn.Conv2d,
-        nn.Linear,
-        nn.AdaptiveAvgPool2d,
-    ]):
+    with torch.serialization.safe_globals(
+        [models.ConvBlock, models.SmallCNN, nn.BatchNorm2d, nn.Conv2d, nn.Linear, nn.AdaptiveAvgPool2d]
+    ):
         best = torch.load("best_model.pth", map_location="cpu")
     print("best model", sum(p.numel() for p in best.parameters()))
 

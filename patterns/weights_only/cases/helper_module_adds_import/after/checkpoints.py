@@ -10,13 +10,9 @@ def save_checkpoint(path, model, optimizer, extra):
 
 
 def load_checkpoint(path, model, optimizer=None):
-    with torch.serialization.safe_globals([
-        argparse.Namespace,
-        np._core.multiarray._reconstruct,
-        np.dtype,
-        np.ndarray,
-        np.dtypes.Float64DType,
-    ]):
+    with torch.serialization.safe_globals(
+        [argparse.Namespace, np._core.multiarray._reconstruct, np.dtype, np.ndarray, np.dtypes.Float64DType]
+    ):
         state = torch.load(path)
     model.load_state_dict(state["model"])
     if optimizer is not None:

@@ -7,11 +7,9 @@ from model import Encoder
 
 
 def load_pretrained(path):
-    with th.serialization.safe_globals([
-        (numpy._core.multiarray.scalar, "numpy.core.multiarray.scalar"),
-        numpy.dtype,
-        numpy.dtypes.Float64DType,
-    ]):
+    with th.serialization.safe_globals(
+        [(numpy._core.multiarray.scalar, "numpy.core.multiarray.scalar"), numpy.dtype, numpy.dtypes.Float64DType]
+    ):
         state = th.load(path)
     encoder = Encoder()
     encoder.load_state_dict(state["encoder"])

@@ -16,10 +16,8 @@ for step in range(10):
     val_losses.append(loss.item())
 
 torch.save({"state": model.state_dict(), "best_val": np.min(val_losses)}, "experiment.pt")
-with torch.serialization.safe_globals([
-    np._core.multiarray.scalar,
-    np.dtype,
-    np.dtypes.Float64DType,
-]):
+with torch.serialization.safe_globals(
+    [np._core.multiarray.scalar, np.dtype, np.dtypes.Float64DType]
+):
     saved = torch.load("experiment.pt")
 print(f"reloaded, best validation loss {saved['best_val']:.4f}")

@@ -1,0 +1,39 @@
+import argparse
+
+import torch
+import torch.nn as nn
+
+import model
+
+parser = argparse.ArgumentParser(description="a tiny word language model")
+parser.add_argument("--save", type=str, default="model.pt", help="path to save the final model")
+args = parser.parse_args()
+
+torch.manual_seed(0)
+ntokens = 20
+lm = model.RNNModel(ntokens, 8, 8)
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.SGD(lm.parameters(), lr=0.5)
+
+for step in range(3):
+    data = torch.randint(0, ntokens, (6, 2))
+    optimizer.zero_grad()
+    output = lm(data[:-1])
+    loss = criterion(output.view(-1, ntokens), data[1:].reshape(-1))
+    loss.backward()
+    optimizer.step()
+
+with open(args.save, "wb") as f:
+    torch.save(lm, f)
+
+# Load the best saved model.
+with open(args.save, "rb") as f:
+    with torch.serialization.safe_globals(
+        [model.RNNModel, nn.Dropout, nn.Linear, nn.LSTM, nn.Embedding]
+    ):
+        lm = torch.load(f)
+
+lm.eval()
+with torch.no_grad():
+    data = torch.randint(0, ntokens, (6, 2))
+    print("test loss", criterion(lm(data[:-1]).view(-1, ntokens), data[1:].reshape(-1)).item())
