@@ -28,9 +28,16 @@ from repairbot.analysis import (
 )
 from repairbot.codemod import replace_arg_value
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence, LayerSite, LinearTrace
+from repairbot.evidence import Evidence, LayerSite, LinearTrace, PassedArgument
 from repairbot.pattern import Pattern, signature
-from repairbot.provenance import LITERAL, integer_value, is_literal, written_at
+from repairbot.provenance import (
+    DEFAULT,
+    LITERAL,
+    integer_value,
+    is_literal,
+    parameter_names,
+    written_at,
+)
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, ForwardStep, Site, Span
 
@@ -198,9 +205,12 @@ class LinearInFeatures(Pattern):
         if target is None or has_star_args(call):
             return self.decline("the in_features argument is not written out in the call")
         layer_site = evidence.layer_site(linear) if evidence else None
-        candidates = _candidates(module, call, target.value, linear, layer_site, needed, path, sources)
+        constructions = _constructions(evidence, linear)
+        candidates = _candidates(module, call, target.value, linear, layer_site, needed, path, sources, constructions)
         if isinstance(candidates, str):
             return self.decline(candidates, at=site)
+        if isinstance(candidates, _Refusal):
+            return self.decline(candidates.reason, diagnosis=candidates.diagnosis, at=site)
         if not candidates:
             code = module.code_for_node(target.value)
             return self.decline(
@@ -492,6 +502,110 @@ class _Candidate:
     notes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Refusal:
+    """No edit is proven: why, and the values the report names instead."""
+
+    reason: str
+    diagnosis: str
+
+
+def _constructions(evidence: Evidence | None, linear: LinearTrace) -> list[tuple[PassedArgument, ...]]:
+    """The distinct constructions that built the Linears of this call site, by the traced
+    arguments of their constructors' call sites (one per place and value: a loop that builds
+    the same layer several times from one call counts once)."""
+    found: list[tuple[PassedArgument, ...]] = []
+    for lt in (linear, *_same_site(evidence, linear)):
+        layer = evidence.layer_site(lt) if evidence else None
+        chain = layer.chain if layer is not None else ()
+        key = [(s.param, s.where.file, s.where.line, s.where.col, repr(s.value)) for s in chain]
+        if all([(s.param, s.where.file, s.where.line, s.where.col, repr(s.value)) for s in c] != key for c in found):
+            found.append(chain)
+    return found
+
+
+def _construction_argument(
+    sources: Sources, src: Source, path: Path, node: cst.BaseExpression, linear: LinearTrace,
+    layer: LayerSite | None, known: dict[str, int], needed: int, constructions: list[tuple[PassedArgument, ...]],
+) -> _Candidate | _Refusal | None:
+    """in_features written as an expression of one ``__init__`` parameter that the run traced to
+    the constructor's call site (``nn.Linear(2 * input_size, h)`` <- ``Encoder(input_size=6)``):
+    the argument where it is written, solved so that the expression gives ``needed``. The
+    definition is reusable and right as far as the run shows; the construction is what the
+    traced input contradicts. None when the expression reads no traced parameter; a refusal
+    when it does but one argument of the only construction does not prove the edit."""
+    if layer is None or node not in src.positions:
+        return None
+    functions = src.around(src.positions[node].line, cst.FunctionDef)
+    function = functions[0] if functions and isinstance(functions[0], cst.FunctionDef) else None
+    if function is None:
+        return None
+    passed = {s.param: s for s in layer.chain if s.where.file}
+    attrs = {id(n.attr) for n in walk(node) if isinstance(n, cst.Attribute)}
+    params = [
+        n for n in walk(node)
+        if isinstance(n, cst.Name) and id(n) not in attrs and n.value in passed and n.value in parameter_names(function)
+    ]
+    if not params:
+        return None
+    code = src.code(node)
+    names = sorted({n.value for n in params})
+    if len(names) != 1:
+        return _Refusal(
+            f"in_features `{code}` reads the constructor's parameters {', '.join(names)}: which argument is wrong is not proven",
+            f"the layer receives {needed} features: make `{code}` evaluate to {needed} where the model is built",
+        )
+    param = names[0]
+    step = passed[param]
+    module = src.module
+
+    def value(p: int) -> int | None:
+        def leaf(n: cst.BaseExpression) -> int | None:
+            if isinstance(n, cst.Name) and n.value == param:
+                return p
+            return known.get(_key(module.code_for_node(n)))
+        return integer_value(node, leaf)
+
+    where = f"{report_path(Path(step.where.file))}:{step.where.line}"
+    if type(step.value) is not int or value(step.value) != linear.in_features:
+        return None
+    if len(constructions) > 1:
+        built = "; ".join(
+            f"{s.param} = {s.value!r} at {report_path(Path(s.where.file))}:{s.where.line}"
+            for chain in constructions for s in chain if s.param == param
+        )
+        return _Refusal(
+            f"the layer's in_features is `{code}`, and its class is built {len(constructions)} times with "
+            f"different arguments ({built}): the failing one gets {linear.in_features} for an input of {needed}; "
+            "whether this construction's argument or the definition's expression is wrong, one run does not prove",
+            f"the layer built with {param} = {step.value!r} at {where} receives {needed} features, and `{code}` "
+            f"gives {linear.in_features}: correct the argument there, or `{code}` for every construction",
+        )
+    solutions = [p for p in range(1, min(4 * needed + 4, 1 << 15)) if value(p) == needed]
+    if len(solutions) != 1:
+        return _Refusal(
+            f"in_features `{code}` is {linear.in_features} with {param} = {step.value!r} passed at {where}; "
+            f"no single {param} makes it {needed}",
+            f"the layer receives {needed} features, and `{code}` ({param} = {step.value!r} at {where}) gives "
+            f"{linear.in_features}: the definition's expression or the data is wrong",
+        )
+    name_node = params[0]
+    written = written_at(sources, str(path), name_node, layer.chain)
+    if written is None or written.kind == DEFAULT or integer_value(written.node) != step.value:
+        return _Refusal(
+            f"{param} = {step.value!r} passed at {where} is not written as one number the edit could change",
+            f"the layer receives {needed} features: pass {param}={solutions[0]} at {where}",
+        )
+    rewritten = _rewrite_size(written.node, solutions[0])
+    if rewritten is None:
+        return None
+    new = cst.Module(body=[]).code_for_node(rewritten)
+    return _Candidate(
+        written.kind, written.file, written.span, written.code, new, Applicability.SAFE, ReplaceSize(new),
+        trail=written.trail,
+    )
+
+
 def _key(code: str) -> str:
     return "".join(code.split()).replace("'", '"')
 
@@ -499,7 +613,8 @@ def _key(code: str) -> str:
 def _candidates(
     module: cst.Module, call: cst.Call, node: cst.BaseExpression, linear: LinearTrace,
     layer: LayerSite | None, needed: int, path: Path, sources: Sources,
-) -> list[_Candidate] | str:
+    constructions: list[tuple[PassedArgument, ...]],
+) -> list[_Candidate] | str | _Refusal:
     """The edits that give the layer ``needed`` features, smallest and most idiomatic first:
     the number where it is written (a literal in the call, a call-site argument, a config
     default), a name or attribute in scope with the needed traced value, a factor dropped or
@@ -539,7 +654,14 @@ def _candidates(
     found: list[_Candidate] = []
     late: list[_Candidate] = []
     chain = layer.chain if layer is not None else ()
-    written = written_at(sources, str(path), node, chain)
+    # A size that a constructor's parameter gives is changed where the class is built, never
+    # in its (reusable) definition, and only when the run saw that one construction.
+    construction = _construction_argument(sources, src, path, node, linear, layer, known, needed, constructions)
+    if isinstance(construction, _Refusal):
+        return construction
+    if construction is not None:
+        (late if _reads_elsewhere(src, node) else found).append(construction)
+    written = written_at(sources, str(path), node, chain) if construction is None else None
     if written is not None and written.kind != LITERAL:
         number = integer_value(written.node)
         if number == needed:
@@ -611,10 +733,11 @@ def _candidates(
                            (f"the factor in `{text}` is written nowhere else in the file",)) for text in unwritten]
 
     found += late
-    found.append(replace_here(
-        "literal", str(needed), Applicability.UNSAFE,
-        (f"in_features is now the number {needed}: it no longer follows `{code}` (the configuration)",),
-    ))
+    if construction is None:
+        found.append(replace_here(
+            "literal", str(needed), Applicability.UNSAFE,
+            (f"in_features is now the number {needed}: it no longer follows `{code}` (the configuration)",),
+        ))
     unique: list[_Candidate] = []
     for candidate in found:
         if all((c.file, c.span, c.code) != (candidate.file, candidate.span, candidate.code) for c in unique):
