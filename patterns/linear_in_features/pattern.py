@@ -36,6 +36,7 @@ from repairbot.provenance import (
     integer_value,
     is_literal,
     parameter_names,
+    self_attribute_value,
     written_at,
 )
 from repairbot.sources import Sources, report_path
@@ -88,11 +89,22 @@ class LinearInFeatures(Pattern):
         first Linear after a flatten whose size was computed by hand for another image size
         or channel count. A Linear that receives a conv/pool output of more than two dimensions
         has a broken flatten, not a wrong ``in_features``: a flatten whose result is thrown
-        away (``x.flatten(1)`` alone on its line) is assigned (``x = x.flatten(1)``); a missing
-        flatten, or a ``view(-1, N)`` that folds the batch into rows, is diagnosed; so is a
-        sample given without its batch dimension (a conv takes ``[C, H, W]`` unbatched, and
-        ``x.view(x.size(0), -1)`` then makes its channels the rows). Resizing such a layer to
-        the last dimension would make the rerun pass with a wrong model.
+        away (``x.flatten(1)`` alone on its line) is assigned (``x = x.flatten(1)``); a
+        ``view(-1, N)`` that folds the batch into rows (``x.view(-1, 28 * 28)`` on colour
+        images) takes the layer's size when one sample holds exactly its ``in_features``
+        (``x.view(-1, 3 * 28 * 28)``), and is diagnosed otherwise; a missing flatten is
+        diagnosed; so is a sample given without its batch dimension (a conv takes ``[C, H, W]``
+        unbatched, and ``x.view(x.size(0), -1)`` then makes its channels the rows). Resizing
+        such a layer to the last dimension would make the rerun pass with a wrong model.
+
+        A size that a constructor's parameter gives (``nn.Linear(2 * input_size, h)`` in a
+        reusable ``Encoder``) is changed where the class is built: the argument
+        (``Encoder(input_size=8)``) solved so that the expression gives the traced size, when
+        the run saw that one construction; with several constructions of different arguments
+        it is diagnosed, never a number in the definition. A size read from a configuration
+        object (``config.n_embd``, a dataclass field, an argparse namespace passed down)
+        becomes the expression of the configuration's sizes that the traced values prove
+        (``config.block_size * config.n_embd``), else it is diagnosed.
 
     Why it fails:
         ``RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x512 and 256x10)``: the input
@@ -115,8 +127,9 @@ class LinearInFeatures(Pattern):
         the old layout would no longer load, but no such checkpoint can come from this code.
 
     Not handled:
-        ``in_features`` given by a variable or an expression with names (the value may be
-        shared with other layers; the report says which size it must evaluate to); a layer
+        ``in_features`` given by an expression with names that no traced value proves (the
+        value may be shared with other layers; the report says which size it must evaluate
+        to); a parameter's default that the construction leaves out; a layer
         built in a loop whose instances see different input sizes; a matrix product that is
         not an ``nn.Linear`` (``torch.mm``, ``@``, ``F.linear`` with a hand-made weight); a
         Linear built inside a library.
@@ -329,6 +342,12 @@ class LinearInFeatures(Pattern):
             return None
         fold = _folding_view(src, frame.line, shape[-1]) if src is not None and frame is not None else None
         if fold is None:
+            fitted = _folding_view(src, frame.line, linear.in_features) if src is not None and frame is not None else None
+            if fitted is not None and src is not None and rows * shape[-1] == min(batches) * linear.in_features:
+                return self.decline(
+                    f"`{src.code(fitted)}` at {place_in(src.path, src.line(fitted))} already gives the "
+                    f"{layer} its in_features (the traced shapes are older than the code)"
+                )
             kept = _batch_keeping_flatten(src, frame.line) if src is not None and frame is not None else None
             if kept is None:
                 return None
@@ -350,6 +369,28 @@ class LinearInFeatures(Pattern):
             )
         assert src is not None
         batch = min(batches)
+        size = _folding_size(fold)
+        if rows * shape[-1] == batch * linear.in_features and size is not None and src.positions.get(size):
+            # One sample holds exactly the in_features the layer was built for: the view's
+            # number is the one value the traced shapes contradict, so it takes the layer's.
+            code = _in_features_code(sources, linear) or str(linear.in_features)
+            return Site(
+                pattern=self.ID,
+                file=str(src.path),
+                span=src.positions[size],
+                rewrite=ReplaceSize(code),
+                summary=(
+                    f"Changed `{src.code(size)}` to `{code}` in `{src.code(fold)}` so that it keeps the batch: "
+                    f"one sample has {linear.in_features} features, the in_features of the {layer}"
+                ),
+                applicability=self.APPLICABILITY,
+                evidence={**evidence_of, "flatten": f"{place_in(src.path, src.line(fold))}", "batch_sizes": sorted(batches)},
+                evidence_text=(
+                    f"the {layer} received {shape_text(shape)} (traced) for a batch of {batch}: `{src.code(fold)}` "
+                    f"at {place_in(src.path, src.line(fold))} made {rows // batch if rows % batch == 0 else rows} rows "
+                    f"of each sample, whose {rows * shape[-1] // batch} features are the layer's in_features"
+                ),
+            )
         return self.decline(
             f"the {layer} receives {shape_text(shape)} for a batch of {batch}: `{src.code(fold)}` at "
             f"{place_in(src.path, src.line(fold))} folds the batch into rows; setting in_features to "
@@ -430,6 +471,27 @@ def _folding_view(src: Source, line: int, columns: int) -> cst.Call | None:
         if integer_value(args[1]) == columns:
             return node
     return None
+
+
+def _folding_size(view: cst.Call) -> cst.BaseExpression | None:
+    """The size written in a ``t.view(-1, N)``: N, when it is a number or product of numbers."""
+    args = [a.value for a in view.args if a.keyword is None and not a.star]
+    return args[1] if len(args) == 2 and is_literal(args[1]) else None
+
+
+def _in_features_code(sources: Sources, linear: LinearTrace) -> str | None:
+    """The Linear's in_features as its call writes it, when that is a number or product of numbers."""
+    site = linear.site
+    if site is None:
+        return None
+    wrapper = sources.metadata(Path(site.file))
+    located = call_at(wrapper, site.line, site.col, site.end_line, site.end_col)
+    if located is None or not isinstance(located.node, cst.Call):
+        return None
+    target = argument(located.node, 0, "in_features")
+    if target is None or not is_literal(target.value) or integer_value(target.value) != linear.in_features:
+        return None
+    return wrapper.module.code_for_node(target.value)
 
 
 def _batch_keeping_flatten(src: Source, line: int) -> cst.Call | None:
@@ -718,8 +780,19 @@ def _candidates(
     products.sort(key=lambda text: not any(r in text for r in roots))
     seen: set[frozenset[str]] = set()
     distinct: list[str] = []
+    classes = src.around(span.line, cst.ClassDef)
+    cls = classes[0] if classes and isinstance(classes[0], cst.ClassDef) else None
+
+    def same_value(part: str) -> str:
+        # `self.block_size` set once from `config.block_size` is that size, not another one
+        attr = part.removeprefix("self.")
+        value = self_attribute_value(cls, attr) if cls is not None and attr != part and attr.isidentifier() else None
+        if isinstance(value, cst.Name | cst.Attribute):
+            return module.code_for_node(value).removeprefix("self.")
+        return attr
+
     for text in products:
-        factors_of = frozenset(part.strip().removeprefix("self.") for part in text.split(" * "))
+        factors_of = frozenset(same_value(part.strip()) for part in text.split(" * "))
         if factors_of not in seen:
             seen.add(factors_of)
             distinct.append(text)
@@ -729,11 +802,26 @@ def _candidates(
                                                           else (Applicability.UNSAFE, ambiguous)))
         for text in distinct[:3]
     ]
-    found += [replace_here("factor added", text, Applicability.UNSAFE,
-                           (f"the factor in `{text}` is written nowhere else in the file",)) for text in unwritten]
+    guessed = [replace_here("factor added", text, Applicability.UNSAFE,
+                            (f"the factor in `{text}` is written nowhere else in the file",)) for text in unwritten]
 
-    found += late
-    if construction is None:
+    config = _configuration_read(node)
+    if config is not None and not found and (not late or _read_elsewhere(src.module, config)):
+        # A size read from a configuration object is written only in the configuration's
+        # names: a number (or a factor that no name gives) would no longer follow its flags,
+        # and changing the configuration's value would resize every other layer it sizes.
+        origin = written_at(sources, str(path), config, chain)
+        values_text = ", ".join(f"{k} = {v}" for k, v in known.items() if k in _key(code))
+        return _Refusal(
+            f"in_features is `{code}` ({values_text or linear.in_features}), read from a configuration object, and "
+            f"no size of the configuration or in scope gives the traced {needed}",
+            f"the layer receives {needed} features"
+            + (f" ({needed // linear.in_features} x `{code}`)" if linear.in_features and needed % linear.in_features == 0 else "")
+            + f": write in_features as an expression of the configuration that evaluates to {needed}"
+            + (f" (`{src.code(config)}` is written at {origin.place})" if origin else ""),
+        )
+    found += guessed + late
+    if construction is None and config is None:
         found.append(replace_here(
             "literal", str(needed), Applicability.UNSAFE,
             (f"in_features is now the number {needed}: it no longer follows `{code}` (the configuration)",),
@@ -743,6 +831,27 @@ def _candidates(
         if all((c.file, c.span, c.code) != (candidate.file, candidate.span, candidate.code) for c in unique):
             unique.append(candidate)
     return unique
+
+
+def _configuration_read(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The first attribute of a configuration object that ``node`` reads (``config.n_embd``,
+    ``args.hidden``, ``cfg["emb_dim"]``): not of ``self``, not of an imported module."""
+    for n in walk(node):
+        if isinstance(n, cst.Attribute | cst.Subscript):
+            root: cst.BaseExpression = n
+            while isinstance(root, cst.Attribute | cst.Subscript):
+                root = root.value
+            if isinstance(root, cst.Name) and root.value not in ("self", "math", "np", "torch", "nn"):
+                return n
+    return None
+
+
+def _read_elsewhere(module: cst.Module, read: cst.BaseExpression) -> bool:
+    """Whether the file reads the same configuration entry (``config.n_embd``) at another place."""
+    key = _key(module.code_for_node(read))
+    return sum(
+        isinstance(n, cst.Attribute | cst.Subscript) and _key(module.code_for_node(n)) == key for n in walk(module)
+    ) > 1
 
 
 def _reads_elsewhere(src: Source, node: cst.BaseExpression) -> bool:
