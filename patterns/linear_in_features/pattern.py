@@ -122,9 +122,12 @@ class LinearInFeatures(Pattern):
         becomes the traced number.
 
     Fix safety:
-        Safe. Only the ``in_features`` argument changes, to the size the layer actually
-        received, and the rerun verifies that the script now runs. A checkpoint saved from
-        the old layout would no longer load, but no such checkpoint can come from this code.
+        Safe. Only the ``in_features`` argument changes (or the one number that gives it: a
+        construction's argument, a view's size), to the size the layer actually received, and
+        the rerun verifies that the script now runs. Unsafe where that number also sizes other
+        layers (a constructor parameter they share), where several names in scope have the
+        traced value, and for a factor or a literal that no name gives. A checkpoint saved
+        from the old layout would no longer load, but no such checkpoint can come from this code.
 
     Not handled:
         ``in_features`` given by an expression with names that no traced value proves (the
@@ -721,8 +724,16 @@ def _candidates(
     construction = _construction_argument(sources, src, path, node, linear, layer, known, needed, constructions)
     if isinstance(construction, _Refusal):
         return construction
-    if construction is not None:
-        (late if _reads_elsewhere(src, node) else found).append(construction)
+    # the argument where the class is built resizes every layer the parameter sizes when the
+    # parameter feeds others too: then it comes after the edits local to this layer, but before
+    # a factor that no name gives (a whole part built with the wrong size is fixed there)
+    shared_construction: list[_Candidate] = []
+    if construction is not None and _reads_elsewhere(src, node):
+        names = ", ".join(sorted({n.value for n in walk(node) if isinstance(n, cst.Name)}))
+        shared_construction.append(replace(construction, applicability=Applicability.UNSAFE, notes=(
+            f"`{names}` also sizes other layers of the class: the argument resizes them too",)))
+    elif construction is not None:
+        found.append(construction)
     written = written_at(sources, str(path), node, chain) if construction is None else None
     if written is not None and written.kind != LITERAL:
         number = integer_value(written.node)
@@ -806,7 +817,7 @@ def _candidates(
                             (f"the factor in `{text}` is written nowhere else in the file",)) for text in unwritten]
 
     config = _configuration_read(node)
-    if config is not None and not found and (not late or _read_elsewhere(src.module, config)):
+    if config is not None and not found and not shared_construction and (not late or _read_elsewhere(src.module, config)):
         # A size read from a configuration object is written only in the configuration's
         # names: a number (or a factor that no name gives) would no longer follow its flags,
         # and changing the configuration's value would resize every other layer it sizes.
@@ -820,7 +831,7 @@ def _candidates(
             + f": write in_features as an expression of the configuration that evaluates to {needed}"
             + (f" (`{src.code(config)}` is written at {origin.place})" if origin else ""),
         )
-    found += guessed + late
+    found += shared_construction + guessed + late
     if construction is None and config is None:
         found.append(replace_here(
             "literal", str(needed), Applicability.UNSAFE,
