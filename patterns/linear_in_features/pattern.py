@@ -817,7 +817,7 @@ def _candidates(
                             (f"the factor in `{text}` is written nowhere else in the file",)) for text in unwritten]
 
     config = _configuration_read(node)
-    if config is not None and not found and not shared_construction and (not late or _read_elsewhere(src.module, config)):
+    if config is not None and not found and not shared_construction and (not late or _config_read_elsewhere(src.module, config)):
         # A size read from a configuration object is written only in the configuration's
         # names: a number (or a factor that no name gives) would no longer follow its flags,
         # and changing the configuration's value would resize every other layer it sizes.
@@ -857,7 +857,7 @@ def _configuration_read(node: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-def _read_elsewhere(module: cst.Module, read: cst.BaseExpression) -> bool:
+def _config_read_elsewhere(module: cst.Module, read: cst.BaseExpression) -> bool:
     """Whether the file reads the same configuration entry (``config.n_embd``) at another place."""
     key = _key(module.code_for_node(read))
     return sum(
