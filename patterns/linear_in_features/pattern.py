@@ -573,6 +573,7 @@ class _Refusal:
 
     reason: str
     diagnosis: str
+    final: bool = True  # False: other edits of the expression's own names may still be proven
 
 
 def _constructions(evidence: Evidence | None, linear: LinearTrace) -> list[tuple[PassedArgument, ...]]:
@@ -653,6 +654,7 @@ def _construction_argument(
             f"no single {param} makes it {needed}",
             f"the layer receives {needed} features, and `{code}` ({param} = {step.value!r} at {where}) gives "
             f"{linear.in_features}: the definition's expression or the data is wrong",
+            final=False,
         )
     name_node = params[0]
     written = written_at(sources, str(path), name_node, layer.chain)
@@ -660,6 +662,7 @@ def _construction_argument(
         return _Refusal(
             f"{param} = {step.value!r} passed at {where} is not written as one number the edit could change",
             f"the layer receives {needed} features: pass {param}={solutions[0]} at {where}",
+            final=False,
         )
     rewritten = _rewrite_size(written.node, solutions[0])
     if rewritten is None:
@@ -722,8 +725,11 @@ def _candidates(
     # A size that a constructor's parameter gives is changed where the class is built, never
     # in its (reusable) definition, and only when the run saw that one construction.
     construction = _construction_argument(sources, src, path, node, linear, layer, known, needed, constructions)
+    refusal: _Refusal | None = None
     if isinstance(construction, _Refusal):
-        return construction
+        if construction.final:
+            return construction
+        refusal, construction = construction, None
     # the argument where the class is built resizes every layer the parameter sizes when the
     # parameter feeds others too: then it comes after the edits local to this layer, but before
     # a factor that no name gives (a whole part built with the wrong size is fixed there)
@@ -734,7 +740,7 @@ def _candidates(
             f"`{names}` also sizes other layers of the class: the argument resizes them too",)))
     elif construction is not None:
         found.append(construction)
-    written = written_at(sources, str(path), node, chain) if construction is None else None
+    written = written_at(sources, str(path), node, chain) if construction is None and refusal is None else None
     if written is not None and written.kind != LITERAL:
         number = integer_value(written.node)
         if number == needed:
@@ -831,8 +837,10 @@ def _candidates(
             + f": write in_features as an expression of the configuration that evaluates to {needed}"
             + (f" (`{src.code(config)}` is written at {origin.place})" if origin else ""),
         )
-    found += shared_construction + guessed + late
-    if construction is None and config is None:
+    found += shared_construction + (guessed if refusal is None else []) + late
+    if not found and refusal is not None:
+        return refusal
+    if construction is None and config is None and refusal is None:
         found.append(replace_here(
             "literal", str(needed), Applicability.UNSAFE,
             (f"in_features is now the number {needed}: it no longer follows `{code}` (the configuration)",),
