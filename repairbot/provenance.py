@@ -265,13 +265,9 @@ def _attribute(
         cls = _class_around(src, line)
         if cls is None:
             return None
-        values = [
-            n.value for n in walk(cls)
-            if isinstance(n, cst.Assign) and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Attribute)
-            and dotted_name(n.targets[0].target) == f"self.{attr}"
-        ]
-        if len(values) == 1:
-            return _follow_attribute(sources, src, values[0], trail, depth)
+        value = self_attribute_value(cls, attr)
+        if value is not None:
+            return _follow_attribute(sources, src, value, trail, depth)
         field = _class_field(cls, attr)
         return _written(ATTRIBUTE, src, field, trail) if field is not None and is_literal(field) else None
     argparse = _argparse_default(src, attr)
@@ -287,6 +283,16 @@ def _attribute(
         value, where = found[0]
         return _written(ATTRIBUTE, where, value, trail)
     return None
+
+
+def self_attribute_value(cls: cst.ClassDef, attr: str) -> cst.BaseExpression | None:
+    """The value of the one ``self.attr = value`` of a class, None when it is assigned otherwise."""
+    values = [
+        n.value for n in walk(cls)
+        if isinstance(n, cst.Assign) and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Attribute)
+        and dotted_name(n.targets[0].target) == f"self.{attr}"
+    ]
+    return values[0] if len(values) == 1 else None
 
 
 def _follow_attribute(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from repairbot.sources import Sources
-from repairbot.types import Decline, Site
+from repairbot.types import Applicability, Decline, Site
 from tests.support import pattern_cases
 from tests.test_pattern_cases import _evidence, _locate
 
@@ -88,3 +88,39 @@ def test_a_rebound_module_name_never_names_the_class() -> None:
     assert found.rewrite.inserted == ("from model import RNNModel",)  # type: ignore[attr-defined]
     found = _locate(CASES["weights-only/decline_module_rebound_class_name_taken"], Sources())
     assert isinstance(found, Decline) and "already uses the name RNNModel" in found.reason
+
+
+def test_a_constructor_parameter_is_solved_at_the_one_construction() -> None:
+    found = _locate(CASES["linear-in-features/construction_site_solved"], Sources())
+    assert isinstance(found, Site)
+    assert found.file.endswith("train.py") and found.applicability == Applicability.SAFE
+    assert found.rewrite.code == "8"  # type: ignore[attr-defined]
+    assert not any(alternative.file.endswith("modules.py") for alternative in found.alternatives)
+
+
+def test_two_constructions_name_both_arguments() -> None:
+    found = _locate(CASES["linear-in-features/decline_two_constructions"], Sources())
+    assert isinstance(found, Decline)
+    assert "built 2 times" in found.reason and "input_size = 6 at " in found.reason and "input_size = 8 at " in found.reason
+    assert "train.py:10;" in found.reason and found.reason.count("train.py:11)") == 1
+    assert found.diagnosis and "train.py:10 receives 18 features" in found.diagnosis
+
+
+def test_a_config_attribute_copied_to_self_is_one_size_not_two() -> None:
+    found = _locate(CASES["linear-in-features/config_dataclass_product"], Sources())
+    assert isinstance(found, Site)
+    assert found.rewrite.code == "config.block_size * config.n_embd"  # type: ignore[attr-defined]
+    assert found.applicability == Applicability.SAFE
+
+
+def test_an_unproven_configuration_size_names_where_it_is_written() -> None:
+    found = _locate(CASES["linear-in-features/decline_config_unproven"], Sources())
+    assert isinstance(found, Decline)
+    assert found.diagnosis and "(6 x `config.n_embd`)" in found.diagnosis and "written at train.py:12" in found.diagnosis
+
+
+def test_a_shared_constructor_parameter_is_unsafe_and_before_an_unnamed_factor() -> None:
+    found = _locate(CASES["linear-in-features/construction_site_shared"], Sources())
+    assert isinstance(found, Site)
+    assert found.applicability == Applicability.UNSAFE and found.rewrite.code == "32"  # type: ignore[attr-defined]
+    assert [a.rewrite.code for a in found.alternatives] == ["2 * hidden_size * 3"]  # type: ignore[attr-defined]

@@ -28,9 +28,17 @@ from repairbot.analysis import (
 )
 from repairbot.codemod import replace_arg_value
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence, LayerSite, LinearTrace
+from repairbot.evidence import Evidence, LayerSite, LinearTrace, PassedArgument
 from repairbot.pattern import Pattern, signature
-from repairbot.provenance import LITERAL, integer_value, is_literal, written_at
+from repairbot.provenance import (
+    DEFAULT,
+    LITERAL,
+    integer_value,
+    is_literal,
+    parameter_names,
+    self_attribute_value,
+    written_at,
+)
 from repairbot.sources import Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, ForwardStep, Site, Span
 
@@ -81,11 +89,22 @@ class LinearInFeatures(Pattern):
         first Linear after a flatten whose size was computed by hand for another image size
         or channel count. A Linear that receives a conv/pool output of more than two dimensions
         has a broken flatten, not a wrong ``in_features``: a flatten whose result is thrown
-        away (``x.flatten(1)`` alone on its line) is assigned (``x = x.flatten(1)``); a missing
-        flatten, or a ``view(-1, N)`` that folds the batch into rows, is diagnosed; so is a
-        sample given without its batch dimension (a conv takes ``[C, H, W]`` unbatched, and
-        ``x.view(x.size(0), -1)`` then makes its channels the rows). Resizing such a layer to
-        the last dimension would make the rerun pass with a wrong model.
+        away (``x.flatten(1)`` alone on its line) is assigned (``x = x.flatten(1)``); a
+        ``view(-1, N)`` that folds the batch into rows (``x.view(-1, 28 * 28)`` on colour
+        images) takes the layer's size when one sample holds exactly its ``in_features``
+        (``x.view(-1, 3 * 28 * 28)``), and is diagnosed otherwise; a missing flatten is
+        diagnosed; so is a sample given without its batch dimension (a conv takes ``[C, H, W]``
+        unbatched, and ``x.view(x.size(0), -1)`` then makes its channels the rows). Resizing
+        such a layer to the last dimension would make the rerun pass with a wrong model.
+
+        A size that a constructor's parameter gives (``nn.Linear(2 * input_size, h)`` in a
+        reusable ``Encoder``) is changed where the class is built: the argument
+        (``Encoder(input_size=8)``) solved so that the expression gives the traced size, when
+        the run saw that one construction; with several constructions of different arguments
+        it is diagnosed, never a number in the definition. A size read from a configuration
+        object (``config.n_embd``, a dataclass field, an argparse namespace passed down)
+        becomes the expression of the configuration's sizes that the traced values prove
+        (``config.block_size * config.n_embd``), else it is diagnosed.
 
     Why it fails:
         ``RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x512 and 256x10)``: the input
@@ -103,13 +122,17 @@ class LinearInFeatures(Pattern):
         becomes the traced number.
 
     Fix safety:
-        Safe. Only the ``in_features`` argument changes, to the size the layer actually
-        received, and the rerun verifies that the script now runs. A checkpoint saved from
-        the old layout would no longer load, but no such checkpoint can come from this code.
+        Safe. Only the ``in_features`` argument changes (or the one number that gives it: a
+        construction's argument, a view's size), to the size the layer actually received, and
+        the rerun verifies that the script now runs. Unsafe where that number also sizes other
+        layers (a constructor parameter they share), where several names in scope have the
+        traced value, and for a factor or a literal that no name gives. A checkpoint saved
+        from the old layout would no longer load, but no such checkpoint can come from this code.
 
     Not handled:
-        ``in_features`` given by a variable or an expression with names (the value may be
-        shared with other layers; the report says which size it must evaluate to); a layer
+        ``in_features`` given by an expression with names that no traced value proves (the
+        value may be shared with other layers; the report says which size it must evaluate
+        to); a parameter's default that the construction leaves out; a layer
         built in a loop whose instances see different input sizes; a matrix product that is
         not an ``nn.Linear`` (``torch.mm``, ``@``, ``F.linear`` with a hand-made weight); a
         Linear built inside a library.
@@ -198,9 +221,12 @@ class LinearInFeatures(Pattern):
         if target is None or has_star_args(call):
             return self.decline("the in_features argument is not written out in the call")
         layer_site = evidence.layer_site(linear) if evidence else None
-        candidates = _candidates(module, call, target.value, linear, layer_site, needed, path, sources)
+        constructions = _constructions(evidence, linear)
+        candidates = _candidates(module, call, target.value, linear, layer_site, needed, path, sources, constructions)
         if isinstance(candidates, str):
             return self.decline(candidates, at=site)
+        if isinstance(candidates, _Refusal):
+            return self.decline(candidates.reason, diagnosis=candidates.diagnosis, at=site)
         if not candidates:
             code = module.code_for_node(target.value)
             return self.decline(
@@ -319,6 +345,12 @@ class LinearInFeatures(Pattern):
             return None
         fold = _folding_view(src, frame.line, shape[-1]) if src is not None and frame is not None else None
         if fold is None:
+            fitted = _folding_view(src, frame.line, linear.in_features) if src is not None and frame is not None else None
+            if fitted is not None and src is not None and rows * shape[-1] == min(batches) * linear.in_features:
+                return self.decline(
+                    f"`{src.code(fitted)}` at {place_in(src.path, src.line(fitted))} already gives the "
+                    f"{layer} its in_features (the traced shapes are older than the code)"
+                )
             kept = _batch_keeping_flatten(src, frame.line) if src is not None and frame is not None else None
             if kept is None:
                 return None
@@ -340,6 +372,28 @@ class LinearInFeatures(Pattern):
             )
         assert src is not None
         batch = min(batches)
+        size = _folding_size(fold)
+        if rows * shape[-1] == batch * linear.in_features and size is not None and src.positions.get(size):
+            # One sample holds exactly the in_features the layer was built for: the view's
+            # number is the one value the traced shapes contradict, so it takes the layer's.
+            code = _in_features_code(sources, linear) or str(linear.in_features)
+            return Site(
+                pattern=self.ID,
+                file=str(src.path),
+                span=src.positions[size],
+                rewrite=ReplaceSize(code),
+                summary=(
+                    f"Changed `{src.code(size)}` to `{code}` in `{src.code(fold)}` so that it keeps the batch: "
+                    f"one sample has {linear.in_features} features, the in_features of the {layer}"
+                ),
+                applicability=self.APPLICABILITY,
+                evidence={**evidence_of, "flatten": f"{place_in(src.path, src.line(fold))}", "batch_sizes": sorted(batches)},
+                evidence_text=(
+                    f"the {layer} received {shape_text(shape)} (traced) for a batch of {batch}: `{src.code(fold)}` "
+                    f"at {place_in(src.path, src.line(fold))} made {rows // batch if rows % batch == 0 else rows} rows "
+                    f"of each sample, whose {rows * shape[-1] // batch} features are the layer's in_features"
+                ),
+            )
         return self.decline(
             f"the {layer} receives {shape_text(shape)} for a batch of {batch}: `{src.code(fold)}` at "
             f"{place_in(src.path, src.line(fold))} folds the batch into rows; setting in_features to "
@@ -422,6 +476,27 @@ def _folding_view(src: Source, line: int, columns: int) -> cst.Call | None:
     return None
 
 
+def _folding_size(view: cst.Call) -> cst.BaseExpression | None:
+    """The size written in a ``t.view(-1, N)``: N, when it is a number or product of numbers."""
+    args = [a.value for a in view.args if a.keyword is None and not a.star]
+    return args[1] if len(args) == 2 and is_literal(args[1]) else None
+
+
+def _in_features_code(sources: Sources, linear: LinearTrace) -> str | None:
+    """The Linear's in_features as its call writes it, when that is a number or product of numbers."""
+    site = linear.site
+    if site is None:
+        return None
+    wrapper = sources.metadata(Path(site.file))
+    located = call_at(wrapper, site.line, site.col, site.end_line, site.end_col)
+    if located is None or not isinstance(located.node, cst.Call):
+        return None
+    target = argument(located.node, 0, "in_features")
+    if target is None or not is_literal(target.value) or integer_value(target.value) != linear.in_features:
+        return None
+    return wrapper.module.code_for_node(target.value)
+
+
 def _batch_keeping_flatten(src: Source, line: int) -> cst.Call | None:
     """A flatten before ``line`` in its function that keeps dimension 0 as the batch:
     ``t.flatten(1)``, ``torch.flatten(t, 1)``, ``t.view(t.size(0), -1)``, ``t.reshape(t.shape[0], -1)``
@@ -492,6 +567,113 @@ class _Candidate:
     notes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Refusal:
+    """No edit is proven: why, and the values the report names instead."""
+
+    reason: str
+    diagnosis: str
+    final: bool = True  # False: other edits of the expression's own names may still be proven
+
+
+def _constructions(evidence: Evidence | None, linear: LinearTrace) -> list[tuple[PassedArgument, ...]]:
+    """The distinct constructions that built the Linears of this call site, by the traced
+    arguments of their constructors' call sites (one per place and value: a loop that builds
+    the same layer several times from one call counts once)."""
+    found: list[tuple[PassedArgument, ...]] = []
+    for lt in (linear, *_same_site(evidence, linear)):
+        layer = evidence.layer_site(lt) if evidence else None
+        chain = layer.chain if layer is not None else ()
+        key = [(s.param, s.where.file, s.where.line, s.where.col, repr(s.value)) for s in chain]
+        if all([(s.param, s.where.file, s.where.line, s.where.col, repr(s.value)) for s in c] != key for c in found):
+            found.append(chain)
+    return found
+
+
+def _construction_argument(
+    sources: Sources, src: Source, path: Path, node: cst.BaseExpression, linear: LinearTrace,
+    layer: LayerSite | None, known: dict[str, int], needed: int, constructions: list[tuple[PassedArgument, ...]],
+) -> _Candidate | _Refusal | None:
+    """in_features written as an expression of one ``__init__`` parameter that the run traced to
+    the constructor's call site (``nn.Linear(2 * input_size, h)`` <- ``Encoder(input_size=6)``):
+    the argument where it is written, solved so that the expression gives ``needed``. The
+    definition is reusable and right as far as the run shows; the construction is what the
+    traced input contradicts. None when the expression reads no traced parameter; a refusal
+    when it does but one argument of the only construction does not prove the edit."""
+    if layer is None or node not in src.positions:
+        return None
+    functions = src.around(src.positions[node].line, cst.FunctionDef)
+    function = functions[0] if functions and isinstance(functions[0], cst.FunctionDef) else None
+    if function is None:
+        return None
+    passed = {s.param: s for s in layer.chain if s.where.file}
+    attrs = {id(n.attr) for n in walk(node) if isinstance(n, cst.Attribute)}
+    params = [
+        n for n in walk(node)
+        if isinstance(n, cst.Name) and id(n) not in attrs and n.value in passed and n.value in parameter_names(function)
+    ]
+    if not params:
+        return None
+    code = src.code(node)
+    names = sorted({n.value for n in params})
+    if len(names) != 1:
+        return _Refusal(
+            f"in_features `{code}` reads the constructor's parameters {', '.join(names)}: which argument is wrong is not proven",
+            f"the layer receives {needed} features: make `{code}` evaluate to {needed} where the model is built",
+        )
+    param = names[0]
+    step = passed[param]
+    module = src.module
+
+    def value(p: int) -> int | None:
+        def leaf(n: cst.BaseExpression) -> int | None:
+            if isinstance(n, cst.Name) and n.value == param:
+                return p
+            return known.get(_key(module.code_for_node(n)))
+        return integer_value(node, leaf)
+
+    where = f"{report_path(Path(step.where.file))}:{step.where.line}"
+    if type(step.value) is not int or value(step.value) != linear.in_features:
+        return None
+    if len(constructions) > 1:
+        built = "; ".join(
+            f"{s.param} = {s.value!r} at {report_path(Path(s.where.file))}:{s.where.line}"
+            for chain in constructions for s in chain if s.param == param
+        )
+        return _Refusal(
+            f"the layer's in_features is `{code}`, and its class is built {len(constructions)} times with "
+            f"different arguments ({built}): the failing one gets {linear.in_features} for an input of {needed}; "
+            "whether this construction's argument or the definition's expression is wrong, one run does not prove",
+            f"the layer built with {param} = {step.value!r} at {where} receives {needed} features, and `{code}` "
+            f"gives {linear.in_features}: correct the argument there, or `{code}` for every construction",
+        )
+    solutions = [p for p in range(1, min(4 * needed + 4, 1 << 15)) if value(p) == needed]
+    if len(solutions) != 1:
+        return _Refusal(
+            f"in_features `{code}` is {linear.in_features} with {param} = {step.value!r} passed at {where}; "
+            f"no single {param} makes it {needed}",
+            f"the layer receives {needed} features, and `{code}` ({param} = {step.value!r} at {where}) gives "
+            f"{linear.in_features}: the definition's expression or the data is wrong",
+            final=False,
+        )
+    name_node = params[0]
+    written = written_at(sources, str(path), name_node, layer.chain)
+    if written is None or written.kind == DEFAULT or integer_value(written.node) != step.value:
+        return _Refusal(
+            f"{param} = {step.value!r} passed at {where} is not written as one number the edit could change",
+            f"the layer receives {needed} features: pass {param}={solutions[0]} at {where}",
+            final=False,
+        )
+    rewritten = _rewrite_size(written.node, solutions[0])
+    if rewritten is None:
+        return None
+    new = cst.Module(body=[]).code_for_node(rewritten)
+    return _Candidate(
+        written.kind, written.file, written.span, written.code, new, Applicability.SAFE, ReplaceSize(new),
+        trail=written.trail,
+    )
+
+
 def _key(code: str) -> str:
     return "".join(code.split()).replace("'", '"')
 
@@ -499,7 +681,8 @@ def _key(code: str) -> str:
 def _candidates(
     module: cst.Module, call: cst.Call, node: cst.BaseExpression, linear: LinearTrace,
     layer: LayerSite | None, needed: int, path: Path, sources: Sources,
-) -> list[_Candidate] | str:
+    constructions: list[tuple[PassedArgument, ...]],
+) -> list[_Candidate] | str | _Refusal:
     """The edits that give the layer ``needed`` features, smallest and most idiomatic first:
     the number where it is written (a literal in the call, a call-site argument, a config
     default), a name or attribute in scope with the needed traced value, a factor dropped or
@@ -539,7 +722,25 @@ def _candidates(
     found: list[_Candidate] = []
     late: list[_Candidate] = []
     chain = layer.chain if layer is not None else ()
-    written = written_at(sources, str(path), node, chain)
+    # A size that a constructor's parameter gives is changed where the class is built, never
+    # in its (reusable) definition, and only when the run saw that one construction.
+    construction = _construction_argument(sources, src, path, node, linear, layer, known, needed, constructions)
+    refusal: _Refusal | None = None
+    if isinstance(construction, _Refusal):
+        if construction.final:
+            return construction
+        refusal, construction = construction, None
+    # the argument where the class is built resizes every layer the parameter sizes when the
+    # parameter feeds others too: then it comes after the edits local to this layer, but before
+    # a factor that no name gives (a whole part built with the wrong size is fixed there)
+    shared_construction: list[_Candidate] = []
+    if construction is not None and _reads_elsewhere(src, node):
+        names = ", ".join(sorted({n.value for n in walk(node) if isinstance(n, cst.Name)}))
+        shared_construction.append(replace(construction, applicability=Applicability.UNSAFE, notes=(
+            f"`{names}` also sizes other layers of the class: the argument resizes them too",)))
+    elif construction is not None:
+        found.append(construction)
+    written = written_at(sources, str(path), node, chain) if construction is None and refusal is None else None
     if written is not None and written.kind != LITERAL:
         number = integer_value(written.node)
         if number == needed:
@@ -596,8 +797,19 @@ def _candidates(
     products.sort(key=lambda text: not any(r in text for r in roots))
     seen: set[frozenset[str]] = set()
     distinct: list[str] = []
+    classes = src.around(span.line, cst.ClassDef)
+    cls = classes[0] if classes and isinstance(classes[0], cst.ClassDef) else None
+
+    def same_value(part: str) -> str:
+        # `self.block_size` set once from `config.block_size` is that size, not another one
+        attr = part.removeprefix("self.")
+        value = self_attribute_value(cls, attr) if cls is not None and attr != part and attr.isidentifier() else None
+        if isinstance(value, cst.Name | cst.Attribute):
+            return module.code_for_node(value).removeprefix("self.")
+        return attr
+
     for text in products:
-        factors_of = frozenset(part.strip().removeprefix("self.") for part in text.split(" * "))
+        factors_of = frozenset(same_value(part.strip()) for part in text.split(" * "))
         if factors_of not in seen:
             seen.add(factors_of)
             distinct.append(text)
@@ -607,19 +819,58 @@ def _candidates(
                                                           else (Applicability.UNSAFE, ambiguous)))
         for text in distinct[:3]
     ]
-    found += [replace_here("factor added", text, Applicability.UNSAFE,
-                           (f"the factor in `{text}` is written nowhere else in the file",)) for text in unwritten]
+    guessed = [replace_here("factor added", text, Applicability.UNSAFE,
+                            (f"the factor in `{text}` is written nowhere else in the file",)) for text in unwritten]
 
-    found += late
-    found.append(replace_here(
-        "literal", str(needed), Applicability.UNSAFE,
-        (f"in_features is now the number {needed}: it no longer follows `{code}` (the configuration)",),
-    ))
+    config = _configuration_read(node)
+    if config is not None and not found and not shared_construction and (not late or _config_read_elsewhere(src.module, config)):
+        # A size read from a configuration object is written only in the configuration's
+        # names: a number (or a factor that no name gives) would no longer follow its flags,
+        # and changing the configuration's value would resize every other layer it sizes.
+        origin = written_at(sources, str(path), config, chain)
+        values_text = ", ".join(f"{k} = {v}" for k, v in known.items() if k in _key(code))
+        return _Refusal(
+            f"in_features is `{code}` ({values_text or linear.in_features}), read from a configuration object, and "
+            f"no size of the configuration or in scope gives the traced {needed}",
+            f"the layer receives {needed} features"
+            + (f" ({needed // linear.in_features} x `{code}`)" if linear.in_features and needed % linear.in_features == 0 else "")
+            + f": write in_features as an expression of the configuration that evaluates to {needed}"
+            + (f" (`{src.code(config)}` is written at {origin.place})" if origin else ""),
+        )
+    found += shared_construction + (guessed if refusal is None else []) + late
+    if not found and refusal is not None:
+        return refusal
+    if construction is None and config is None and refusal is None:
+        found.append(replace_here(
+            "literal", str(needed), Applicability.UNSAFE,
+            (f"in_features is now the number {needed}: it no longer follows `{code}` (the configuration)",),
+        ))
     unique: list[_Candidate] = []
     for candidate in found:
         if all((c.file, c.span, c.code) != (candidate.file, candidate.span, candidate.code) for c in unique):
             unique.append(candidate)
     return unique
+
+
+def _configuration_read(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The first attribute of a configuration object that ``node`` reads (``config.n_embd``,
+    ``args.hidden``, ``cfg["emb_dim"]``): not of ``self``, not of an imported module."""
+    for n in walk(node):
+        if isinstance(n, cst.Attribute | cst.Subscript):
+            root: cst.BaseExpression = n
+            while isinstance(root, cst.Attribute | cst.Subscript):
+                root = root.value
+            if isinstance(root, cst.Name) and root.value not in ("self", "math", "np", "torch", "nn"):
+                return n
+    return None
+
+
+def _config_read_elsewhere(module: cst.Module, read: cst.BaseExpression) -> bool:
+    """Whether the file reads the same configuration entry (``config.n_embd``) at another place."""
+    key = _key(module.code_for_node(read))
+    return sum(
+        isinstance(n, cst.Attribute | cst.Subscript) and _key(module.code_for_node(n)) == key for n in walk(module)
+    ) > 1
 
 
 def _reads_elsewhere(src: Source, node: cst.BaseExpression) -> bool:

@@ -8,7 +8,7 @@ class Net(nn.Module):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
         self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
-        self.fc1 = nn.Linear(16 * 4 * 4, 64)
+        self.fc1 = nn.Linear(16 * 3 * 3, 64)
         self.fc2 = nn.Linear(64, 10)
 
     def forward(self, x):
