@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -688,3 +689,59 @@ def test_the_harness_package_stays_off_the_users_path_and_patches_torch_once(tmp
             for file in seen["files"].values()} == {True}
     assert all(module.startswith("torch") for module in seen["real"].values()) and len(seen["real"]) == 3
     assert seen["alias"] and seen["load"] == "torch.serialization"
+
+
+TQDM_NOTEBOOK = """
+    import torch
+    from tqdm.std import tqdm as std_tqdm
+    from tqdm.auto import tqdm as auto_tqdm
+    from tqdm.notebook import tnrange, tqdm, tqdm_notebook, trange
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in trange(2, desc="epochs"):
+        for step in tqdm(range(3), desc="steps", leave=False):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).sum().backward()
+            opt.step()
+    bar = tqdm_notebook(total=3, display=False, colour="green")
+    bar.update(3)
+    bar.close()
+    assert list(tnrange(2)) == [0, 1] and list(auto_tqdm([5])) == [5]
+    print("bars", isinstance(bar, std_tqdm), [c.__module__ for c in auto_tqdm.__mro__][:3])
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tqdm") is None, reason="tqdm is not installed (the test extra has it)")
+def test_tqdm_notebook_bar_is_the_text_bar_outside_a_kernel(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", TQDM_NOTEBOOK)
+    result = run(tmp_path, script)
+    assert result.status is RunStatus.PASSED, result.stderr
+    # tqdm.auto outside a kernel is tqdm's own choice, the text bar, as it was
+    assert "bars True ['tqdm.asyncio', 'tqdm.std', 'tqdm.utils']" in result.stdout
+    if importlib.util.find_spec("ipywidgets") is None:
+        # the plain run outside a kernel fails as under the old harness; the notebook's real
+        # run (a kernel with widgets) does not: the harness draws the text bar instead
+        plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert "ImportError: IProgress not found" in plain.stderr
+        assert "epochs: 100%" in result.stderr and "steps" in result.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tqdm") is None, reason="tqdm is not installed (the test extra has it)")
+def test_notebook_with_tqdm_notebook_bar_is_already_passing(tmp_path: Path) -> None:
+    if RUNNER_KIND == "warm":
+        pytest.skip("the command line picks its runner itself")
+    from tests.support import commit_all, init_repo, run_cli
+
+    cells = ["import torch\nfrom tqdm.notebook import tqdm",
+             "model = torch.nn.Linear(4, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)",
+             "for epoch in tqdm(range(3)):\n    opt.zero_grad()\n    model(torch.randn(8, 4)).sum().backward()\n"
+             "    opt.step()\nprint('done')"]
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
+                          for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    repo = init_repo(tmp_path / "repo")
+    (repo / "train.ipynb").write_text(json.dumps(notebook))
+    commit_all(repo)
+    result = run_cli("fix", "train.ipynb", "--dry-run", "--json", str(tmp_path / "r.json"), cwd=repo)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["status"], result.returncode) == ("already-passing", 0), result.stdout + result.stderr
