@@ -192,8 +192,8 @@ class ForcedLimit:
 class LastBatch:
     """A DataLoader whose cut passes end with the real run's last, partial batch."""
 
-    size: int | None  # the last batch's samples: len(dataset) % batch_size
-    dataset: int | None  # len(dataset)
+    size: int | None  # the last batch's samples: len(sampler) % batch_size
+    dataset: int | None  # the samples of one pass: len(sampler), len(dataset) for the default samplers
     batch_size: int | None  # the loader's own batch size
     site: str | None  # file:line where the loader was built
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -32,6 +33,8 @@ RUNNER_KIND = "fresh"
 
 
 @pytest.fixture(params=["fresh", "warm"], autouse=True)
+
+
 def runner_kind(request: pytest.FixtureRequest) -> str:
     global RUNNER_KIND
     RUNNER_KIND = request.param
@@ -327,6 +330,8 @@ def test_overlay_serves_candidate_sources_without_touching_disk(tmp_path: Path) 
         ("x = input()\n", RunStatus.FAILED, 1),  # stdin is empty, never a hang
     ],
 )
+
+
 def test_exit_paths(tmp_path: Path, body: str, status: RunStatus, code: int) -> None:
     result = run(tmp_path, write(tmp_path / "train.py", body))
     assert (result.status, result.exit_code) == (status, code)
@@ -748,6 +753,8 @@ def _identity_module():  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("runner_kind", ["unit"], indirect=False)
+
+
 def test_identity_weak_containers_key_by_identity_and_forget_the_dead(runner_kind: str) -> None:
     import gc
 
@@ -775,3 +782,63 @@ def test_identity_weak_containers_key_by_identity_and_forget_the_dead(runner_kin
     del first
     gc.collect()
     assert len(table) == 1 and table.items() == [(second, 2)] and len(members) == 0
+
+
+TQDM_NOTEBOOK = """
+    import torch
+    from tqdm.std import tqdm as std_tqdm
+    from tqdm.auto import tqdm as auto_tqdm
+    from tqdm.notebook import tnrange, tqdm, tqdm_notebook, trange
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in trange(2, desc="epochs"):
+        for step in tqdm(range(3), desc="steps", leave=False):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).sum().backward()
+            opt.step()
+    bar = tqdm_notebook(total=3, display=False, colour="green")
+    bar.update(3)
+    bar.close()
+    assert list(tnrange(2)) == [0, 1] and list(auto_tqdm([5])) == [5]
+    print("bars", isinstance(bar, std_tqdm), [c.__module__ for c in auto_tqdm.__mro__][:3])
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tqdm") is None, reason="tqdm is not installed (the test extra has it)")
+
+
+def test_tqdm_notebook_bar_is_the_text_bar_outside_a_kernel(tmp_path: Path) -> None:
+    script = write(tmp_path / "train.py", TQDM_NOTEBOOK)
+    result = run(tmp_path, script)
+    assert result.status is RunStatus.PASSED, result.stderr
+    # tqdm.auto outside a kernel is tqdm's own choice, the text bar, as it was
+    assert "bars True ['tqdm.asyncio', 'tqdm.std', 'tqdm.utils']" in result.stdout
+    if importlib.util.find_spec("ipywidgets") is None:
+        # the plain run outside a kernel fails as under the old harness; the notebook's real
+        # run (a kernel with widgets) does not: the harness draws the text bar instead
+        plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, check=False)
+        assert "ImportError: IProgress not found" in plain.stderr
+        assert "epochs: 100%" in result.stderr and "steps" in result.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tqdm") is None, reason="tqdm is not installed (the test extra has it)")
+
+
+def test_notebook_with_tqdm_notebook_bar_is_already_passing(tmp_path: Path) -> None:
+    if RUNNER_KIND == "warm":
+        pytest.skip("the command line picks its runner itself")
+    from tests.support import commit_all, init_repo, run_cli
+
+    cells = ["import torch\nfrom tqdm.notebook import tqdm",
+             "model = torch.nn.Linear(4, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)",
+             "for epoch in tqdm(range(3)):\n    opt.zero_grad()\n    model(torch.randn(8, 4)).sum().backward()\n"
+             "    opt.step()\nprint('done')"]
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": c}
+                          for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    repo = init_repo(tmp_path / "repo")
+    (repo / "train.ipynb").write_text(json.dumps(notebook))
+    commit_all(repo)
+    result = run_cli("fix", "train.ipynb", "--dry-run", "--json", str(tmp_path / "r.json"), cwd=repo)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["status"], result.returncode) == ("already-passing", 0), result.stdout + result.stderr

@@ -28,7 +28,7 @@ class RunState:
         self.batches = 0
         self.forwards = 0
         self.loaders_cut = 0
-        self.last_batches: List[Dict[str, Any]] = []  # DataLoaders whose passes end with the real run's last batch
+        self.last_batches: List[Dict[str, Any]] = []  # DataLoaders whose passes end with the real run's last batch (len(sampler) % batch size)
         self.linears: List[Dict[str, Any]] = []  # records, in construction order
         self.layer_sites: List[Dict[str, Any]] = []  # construction records of every sized layer (install_layer_site_probe)
         self.layer_site_index: 'IdentityWeakKeyDict[Any, int]' = IdentityWeakKeyDict()

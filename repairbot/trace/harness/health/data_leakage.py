@@ -47,8 +47,9 @@ class DataLeakage(HealthCheck):
         the user's to make.
 
     Not handled:
-        Samplers that keep no index list (``DistributedSampler``, generators) are compared by
-        the hashes of the samples the short run saw only.
+        Samplers that keep no index list (``DistributedSampler``, generators), and index lists
+        of more than 2**20 indices, are compared by the hashes of the samples the short run saw
+        only.
     """
 
     ID = "data-leakage"
@@ -101,13 +102,16 @@ class DataLeakage(HealthCheck):
     def findings(self) -> Optional[Finding]:
         return self._leakage()
 
-    def _resolve_dataset(self, dataset: Any) -> Tuple[Any, Optional[List[int]]]:
-        """(base dataset, indices into it or None for all of it), through nested Subsets
-        (``random_split`` makes Subsets too)."""
+    def _resolve_dataset(self, dataset: Any) -> Tuple[Any, Union[List[int], str, None]]:
+        """(base dataset, indices into it, None for all of it, or _UNKNOWN past _MAX_INDICES),
+        through nested Subsets (``random_split`` makes Subsets too)."""
         from torch.utils.data import Subset
 
         indices: Optional[List[int]] = None
         while isinstance(dataset, Subset):
+            length = _length(dataset.indices)
+            if length is None or length > _MAX_INDICES:
+                return dataset.dataset, _UNKNOWN
             own = [int(i) for i in dataset.indices]
             indices = own if indices is None else [own[i] for i in indices]
             dataset = dataset.dataset
@@ -123,6 +127,8 @@ class DataLeakage(HealthCheck):
         if depth > 4:
             return _UNKNOWN
         if isinstance(sampler, samplers.WeightedRandomSampler):
+            if sampler.weights.numel() > _MAX_INDICES:
+                return _UNKNOWN
             return set(i for i, w in enumerate(sampler.weights.tolist()) if w > 0)
         if isinstance(sampler, samplers.BatchSampler):
             return self._sampler_indices(sampler.sampler, depth + 1)
@@ -150,7 +156,7 @@ class DataLeakage(HealthCheck):
             chosen = self._sampler_indices(batch_sampler)  # a custom batch sampler
         else:
             chosen = self._sampler_indices(getattr(loader, "sampler", None))
-        if isinstance(chosen, str):  # _UNKNOWN, the one string an Indices holds
+        if isinstance(chosen, str) or isinstance(subset, str):  # _UNKNOWN, the one string an Indices holds
             return base, _UNKNOWN
         if subset is None:
             return base, chosen
@@ -241,21 +247,43 @@ class DataLeakage(HealthCheck):
 
 
 _UNKNOWN = "unknown"  # a sampler whose indices cannot be known without running it
+# The most indices a loader's index set is built from: a longer index list (a Subset of a
+# dataset of millions, a 1e12-sample sampler's list) is compared by the sample hashes instead.
+_MAX_INDICES = 1 << 20
 
 
-def _index_list(value: Any) -> Optional[Set[int]]:
+def _length(value: Any) -> Optional[int]:
+    """How many items an index list holds, asked without listing it (None: it does not say)."""
+    numel = getattr(value, "numel", None)
+    if callable(numel) and type(value).__module__.split(".")[0] == "torch":
+        return int(numel())
+    size = getattr(value, "size", None)
+    if isinstance(size, int) and type(value).__module__.split(".")[0] == "numpy":
+        return size
+    try:
+        return len(value)
+    except Exception:
+        return None
+
+
+def _index_list(value: Any) -> Indices:
     """A set of ints from an index list (list, tuple, range, numpy array, tensor, or a list of
-    batches of them); None when ``value`` is not one."""
+    batches of them); None when ``value`` is not one; _UNKNOWN when it holds more than
+    _MAX_INDICES (the sample hashes decide then)."""
     if value is None or isinstance(value, (str, bytes, dict)):
         return None
     tolist = getattr(value, "tolist", None)
     if callable(tolist) and type(value).__module__.split(".")[0] in ("numpy", "torch"):
+        if (_length(value) or 0) > _MAX_INDICES:
+            return _UNKNOWN
         try:
             value = tolist()
         except Exception:
             return None
     if not isinstance(value, (list, tuple, range)):
         return None
+    if len(value) > _MAX_INDICES:
+        return _UNKNOWN
     found: Set[int] = set()
     try:
         for item in value:
@@ -263,6 +291,8 @@ def _index_list(value: Any) -> Optional[Set[int]]:
                 found.update(int(i) for i in item)
             else:
                 found.add(int(item))
+            if len(found) > _MAX_INDICES:
+                return _UNKNOWN
     except (TypeError, ValueError):
         return None
     return found

@@ -13,9 +13,10 @@ from . import (
     layer_sites,
     linears,
     module_sites,
+    notebook_progress,
     progress,
     step_budget,
 )
 
 BEFORE_PATTERNS = (progress, dataloader_limits, step_budget, module_sites, layer_sites, linears)
-AFTER_PATTERNS = (health, argparse_batch, file_guard)
+AFTER_PATTERNS = (health, argparse_batch, file_guard, notebook_progress)
