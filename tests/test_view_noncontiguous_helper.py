@@ -32,3 +32,9 @@ def test_a_write_through_the_view_of_a_helper_batch_is_declined() -> None:
     found = _case_locate("decline_helper_batch_written_through_view")
     assert isinstance(found, Decline)
     assert "is written in place (an item assignment)" in found.reason
+
+
+def test_a_helper_batch_sliced_after_its_transpose_keeps_the_fix_at_the_view() -> None:
+    found = _case_locate("helper_batch_sliced_after_transpose")
+    assert isinstance(found, Site)
+    assert type(found.rewrite).__name__ == "ViewToReshape" and "fixed_at" not in found.evidence

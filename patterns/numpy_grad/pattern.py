@@ -448,17 +448,9 @@ def _insert_detach(node: cst.BaseExpression) -> cst.BaseExpression:
 def _tensor_root(node: cst.BaseExpression) -> str | None:
     """The local a tensor expression reads, when what is done to it keeps the traced tensor's
     autograd and device: ``x``, ``x[0]``, ``x.squeeze(1)``, ``x.T`` (not ``x.argmax()``, whose
-    integer result no longer requires grad)."""
-    while True:
-        if isinstance(node, cst.Subscript) or (isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT")):
-            node = node.value
-        elif (
-            isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value in (*_DETACHING, *_TO_HOST, *_KEEPS_KIND)
-        ):
-            node = node.func.value
-        else:
-            return node.value if isinstance(node, cst.Name) else None
+    integer result no longer requires grad, nor an expression of several operands)."""
+    roots = _operand_roots(node, operators=False)
+    return roots[0] if roots else None
 
 
 # Operators whose result requires grad (and is on a device) when an operand does: ``x @ a``.
@@ -467,13 +459,14 @@ _ARITHMETIC = (
 )
 
 
-def _operand_roots(node: cst.BaseExpression) -> list[str]:
+def _operand_roots(node: cst.BaseExpression, operators: bool = True) -> list[str]:
     """The locals an expression reads through what keeps the traced tensor's autograd and
-    device: ``x`` of ``x.squeeze(1)``, ``x`` and ``a`` of ``(x @ a + b).T``."""
+    device: ``x`` of ``x.squeeze(1)``, and (through ``operators``) ``x`` and ``a`` of
+    ``(x @ a + b).T``."""
     while True:
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
+        if operators and isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
             return _operand_roots(node.left) + _operand_roots(node.right)
-        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        if operators and isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             node = node.expression
         elif isinstance(node, cst.Subscript) or (isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT")):
             node = node.value

@@ -37,7 +37,6 @@ from repairbot.provenance import (
     Made,
     ProjectFile,
     Result,
-    TracedFrame,
     ValueWalk,
     project_sources,
 )
@@ -637,12 +636,7 @@ def _tensor_dataset_target(
             return values.resolve(call.func.value, ctx, path, trail)
         return None
 
-    values = ValueWalk(failure, evidence, sources, at_call)
-    index = next((i for i, f in enumerate(values.frames) if f == frame), None)
-    view = values.view(index) if index is not None else None
-    if not isinstance(view, TracedFrame):
-        return None
-    result = values.follow(cst.Name(target.value), view.ctx, ())
+    result = ValueWalk(failure, evidence, sources, at_call).follow_name_at(frame, target.value)
     if not isinstance(result, Made) or len(datasets) != 1:
         return None
     if result.kind == "already":
@@ -739,11 +733,7 @@ def _dataset_item(
     if not isinstance(target, cst.Name) or plan.dim != 1:
         return None
     values = ValueWalk(failure, evidence, sources, _at_item_call)
-    index = next((i for i, f in enumerate(values.frames) if f == frame), None)
-    view = values.view(index) if index is not None else None
-    if not isinstance(view, TracedFrame):
-        return None
-    result = values.follow(cst.Name(target.value), view.ctx, ())
+    result = values.follow_name_at(frame, target.value)
     if not isinstance(result, Made) or values.getitem is None:
         return None
     file, returned = values.getitem

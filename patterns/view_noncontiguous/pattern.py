@@ -32,7 +32,6 @@ from repairbot.provenance import (
     Made,
     ProjectFile,
     Result,
-    TracedFrame,
     ValueWalk,
     integer_value,
     own_nodes,
@@ -311,8 +310,8 @@ def _made_in_helper(
     the helper or any caller writes into it in place (the write must reach the storage it
     shares, which a copy would stop); ``"already"`` when it is made contiguous there."""
     assert isinstance(view.func, cst.Attribute)
-    receiver = view.func.value
-    if not isinstance(receiver, cst.Name):
+    receiver = _rows_of(view.func.value)
+    if receiver is None:
         return None
 
     def at_call(
@@ -322,21 +321,21 @@ def _made_in_helper(
             return Made(call, ctx.file, trail, "layout")
         if not path and qualified is None and isinstance(call.func, cst.Attribute) and call.func.attr.value == "contiguous":
             return Made(call, ctx.file, trail, "contiguous")
+        if qualified is None and isinstance(call.func, cst.Attribute) and call.func.attr.value in _MOVES:
+            return values.resolve(call.func.value, ctx, path, trail)  # a copy to a device keeps the layout
         return None
 
     values = ValueWalk(failure, evidence, sources, at_call)
-    index = next((i for i, f in enumerate(values.frames) if f == frame), None)
-    traced = values.view(index) if index is not None else None
-    if not isinstance(traced, TracedFrame):
-        return None
-    result = values.follow(cst.Name(receiver.value), traced.ctx, ())
+    result = values.follow_name_at(frame, receiver.value)
     if not isinstance(result, Made):
         return None
     if result.kind == "contiguous":
         return "already"  # made contiguous where it is made: the source changed since the run
     file, made = result.file, result.call
+    if not _whole_value(file, made):
+        return None  # sliced or indexed after the layout change: a .contiguous() there would not reach the view
     helper = file.enclosing(made, cst.FunctionDef)
-    if not isinstance(helper, cst.FunctionDef) or helper is traced.ctx.function:
+    if not isinstance(helper, cst.FunctionDef) or helper.name.value == frame.function:
         return None
     roots = _roots(made)
     if not roots or "self" in roots or not all(root in parameter_names(helper) or _local_of(helper, root) for root in roots):
@@ -347,6 +346,35 @@ def _made_in_helper(
     if callers is None:
         return None
     return _Helper(made, file, helper.name.value, callers)
+
+
+# Copies to a device or dtype keep a tensor's layout (its strides), so they pass the walk on.
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "long", "int"})
+
+
+def _rows_of(receiver: cst.BaseExpression) -> cst.Name | None:
+    """The name a view's receiver is, or whose rows it slices (``source[i + 1:i + 1 + n]``): a
+    slice of the first dimension of a contiguous tensor is contiguous, so making the named
+    tensor contiguous makes the receiver so."""
+    if isinstance(receiver, cst.Name):
+        return receiver
+    if isinstance(receiver, cst.Subscript) and isinstance(receiver.value, cst.Name) and len(receiver.slice) == 1:
+        first = receiver.slice[0].slice
+        if isinstance(first, cst.Slice) and first.step is None:
+            return receiver.value
+    return None
+
+
+def _whole_value(file: ProjectFile, made: cst.Call) -> bool:
+    """Whether the layout change is what its statement binds or returns, not a part of it that
+    is sliced or indexed further (``batch.trg.transpose(0, 1)[:, 1:]``)."""
+    parent = file.parents.get(made)
+    if isinstance(parent, cst.Element):
+        parent = file.parents.get(parent)
+        if not isinstance(parent, cst.Tuple):
+            return False
+        parent = file.parents.get(parent)
+    return isinstance(parent, cst.Assign | cst.Return)
 
 
 def _local_of(function: cst.FunctionDef, name: str) -> bool:
