@@ -71,6 +71,9 @@ class MakeContiguous(Rewrite):
 
     def edits(self, nodes: SiteNodes) -> list[Edit]:
         made = nodes.node(cst.BaseExpression)
+        above = nodes.parent(made)
+        if isinstance(above, cst.Attribute) and above.value is made and above.attr.value == "contiguous":
+            raise EditError("made contiguous there already")
         return [Edit(made, method_call(made, "contiguous"))]
 
 
