@@ -570,6 +570,15 @@ class ValueWalk:
         finally:
             self.at_call = own
 
+    def follow_name_at(self, frame: Frame, name: str) -> Result | None:
+        """What ``name`` holds at a traced user frame of the failure, followed back; None when
+        the frame is not one of the failure's or its source is not what the run executed."""
+        index = next((i for i, f in enumerate(self.frames) if f == frame), None)
+        view = self.view(index) if index is not None else None
+        if not isinstance(view, TracedFrame):
+            return None
+        return self.follow(cst.Name(name), view.ctx, ())
+
     def view(self, index: int) -> TracedFrame | Unreadable:
         if index in self._views:
             return self._views[index]

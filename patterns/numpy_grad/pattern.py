@@ -11,11 +11,22 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from repairbot.analysis import call_at, calls_on_line, one_line, place, spans, tensor_text
+from repairbot.analysis import (
+    Source,
+    call_at,
+    calls_on_line,
+    one_line,
+    place,
+    place_in,
+    source,
+    spans,
+    tensor_text,
+)
 from repairbot.codemod import method_call
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
+from repairbot.provenance import project_sources
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -97,6 +108,13 @@ class NumpyGrad(Pattern):
         fixed in the same edit. A list of loss tensors (``np.mean(losses)``, a plot of the loss
         history) is fixed where it is filled: the traced locals show the list's elements, and the
         one ``losses.append(loss)`` of the function becomes ``losses.append(loss.item())``.
+        An attribute, which no local names (a DQN's ``np.array(self.cost_his)`` in ``plot_cost``),
+        is followed to the one ``self.cost_his.append(loss)`` of the project's files: when the
+        function there calls ``loss.backward()`` (which only a one-element tensor allows) and the
+        attribute is otherwise only emptied (``= []``) or counted (``len()``), it becomes
+        ``self.cost_his.append(loss.item())``. An expression argument (``np.save(path, x @ a + b)``)
+        is converted when one of its traced operands fails (``a`` requires grad, so ``x @ a``
+        does): ``(x @ a + b).detach().cpu().numpy()``.
 
     Fix safety:
         Safe. ``detach()`` and ``cpu()`` change neither values nor shapes: the array holds the
@@ -104,7 +122,9 @@ class NumpyGrad(Pattern):
 
     Not handled:
         A tensor the trace cannot name (a list filled in several places or of non-scalar
-        tensors, an attribute such as ``self.buffer``): declined
+        tensors, an attribute with nothing proving its elements are numbers, or also used
+        otherwise, such as ``torch.stack(self.losses).mean().backward()``, which an ``.item()``
+        would break; an expression none of whose traced operands fails): declined
         with the remedy (``.item()`` or ``.detach().cpu()`` where the values are collected).
         A meta tensor (it has no data to copy). A conversion inside a library with no
         argument of the user's call traced as the tensor.
@@ -157,7 +177,9 @@ class NumpyGrad(Pattern):
         if _is_method_call(node, "numpy"):
             found = self._explicit(wrapper, scope, problem, node, span, where)
         else:
-            found = self._implicit(wrapper, scope, problem, node, span, where, _via_array_protocol(failure, frame))
+            found = self._implicit(
+                sources, path, scope, problem, node, span, where, _via_array_protocol(failure, frame)
+            )
         if isinstance(found, str):
             return self.decline(
                 found,
@@ -172,7 +194,7 @@ class NumpyGrad(Pattern):
         summary = _summary(edits, problem, one_line(module, node), where)
         return Site(
             pattern=self.ID,
-            file=str(path),
+            file=str(first.file or path),
             span=first.span,
             rewrite=AddDetachCpu(tuple(e.plan() for e in edits)),
             summary=summary,
@@ -184,7 +206,8 @@ class NumpyGrad(Pattern):
                 "at": where,
                 "conversion": "explicit" if first.mode == "explicit" else "implicit",
                 "edits": [
-                    {"tensor": e.code, "added": e.added, "traced": e.traced.to_json() if e.traced else None}
+                    {"tensor": e.code, "added": e.added, "traced": e.traced.to_json() if e.traced else None,
+                     **({"filled": e.filled} if e.filled else {})}
                     for e in edits
                 ],
             },
@@ -212,9 +235,10 @@ class NumpyGrad(Pattern):
 
     # an implicit conversion (np.array(t), plt.plot(t)) -------------------------------------
     def _implicit(
-        self, wrapper: MetadataWrapper, scope: Scope, problem: _Problem, call: cst.Call, span: Span,
+        self, sources: Sources, path: Path, scope: Scope, problem: _Problem, call: cst.Call, span: Span,
         where: str, array_protocol: bool,
     ) -> list[_Edit] | str:
+        wrapper = sources.metadata(path)
         module = wrapper.module
         shown = one_line(module, call)
         edits: list[_Edit] = []
@@ -222,9 +246,8 @@ class NumpyGrad(Pattern):
         for arg in call.args:
             if arg.star:
                 continue
-            name = _tensor_root(arg.value)
-            traced = _traced_tensor(scope, name)
-            if traced is None or not problem.fails(traced.value):
+            traced = _failing_operand(scope, problem, arg.value)
+            if traced is None:
                 continue
             converted = _with_links(arg.value, detach=True, cpu=True)
             if array_protocol:
@@ -238,6 +261,10 @@ class NumpyGrad(Pattern):
             filled = _list_fills(wrapper, scope, problem, call, span)
             if filled:
                 return filled
+            src = source(sources, str(path))
+            attribute = _attribute_fill(sources, src, call) if src is not None else None
+            if attribute is not None:
+                return [attribute] if isinstance(attribute, _Edit) else attribute
             what = "requires grad" if problem.grad else f"is on {problem.device}"
             listed = _failing_tensor_list(scope, problem, call)
             if listed is not None:
@@ -296,6 +323,8 @@ class _Edit:
     traced: _Traced | None = None
     before: str = ""  # the edited expression, before and after, for the report
     after: str = ""
+    file: Path | None = None  # another file than the failing call's (an attribute filled there)
+    filled: str = ""  # an attribute's one fill: what proves its elements are numbers
 
     @property
     def added(self) -> str:
@@ -317,7 +346,7 @@ def _plan_numpy_call(
     links = _links(receiver)
     detached = any(link in _DETACHING or link == "data" for link in links)
     on_host = any(link in _TO_HOST for link in links)
-    traced = _traced_tensor(scope, _tensor_root(receiver))
+    traced = _failing_operand(scope, problem, receiver) or _traced_tensor(scope, _tensor_root(receiver))
     if not failing and (traced is None or not problem.fails(traced.value)):
         return None
     requires_grad = problem.grad or bool(traced and traced.value.requires_grad)
@@ -419,9 +448,27 @@ def _insert_detach(node: cst.BaseExpression) -> cst.BaseExpression:
 def _tensor_root(node: cst.BaseExpression) -> str | None:
     """The local a tensor expression reads, when what is done to it keeps the traced tensor's
     autograd and device: ``x``, ``x[0]``, ``x.squeeze(1)``, ``x.T`` (not ``x.argmax()``, whose
-    integer result no longer requires grad)."""
+    integer result no longer requires grad, nor an expression of several operands)."""
+    roots = _operand_roots(node, operators=False)
+    return roots[0] if roots else None
+
+
+# Operators whose result requires grad (and is on a device) when an operand does: ``x @ a``.
+_ARITHMETIC = (
+    cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.MatrixMultiply, cst.Power, cst.FloorDivide, cst.Modulo,
+)
+
+
+def _operand_roots(node: cst.BaseExpression, operators: bool = True) -> list[str]:
+    """The locals an expression reads through what keeps the traced tensor's autograd and
+    device: ``x`` of ``x.squeeze(1)``, and (through ``operators``) ``x`` and ``a`` of
+    ``(x @ a + b).T``."""
     while True:
-        if isinstance(node, cst.Subscript) or (isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT")):
+        if operators and isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
+            return _operand_roots(node.left) + _operand_roots(node.right)
+        if operators and isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            node = node.expression
+        elif isinstance(node, cst.Subscript) or (isinstance(node, cst.Attribute) and node.attr.value in ("T", "mT")):
             node = node.value
         elif (
             isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
@@ -429,7 +476,128 @@ def _tensor_root(node: cst.BaseExpression) -> str | None:
         ):
             node = node.func.value
         else:
-            return node.value if isinstance(node, cst.Name) else None
+            return [node.value] if isinstance(node, cst.Name) else []
+
+
+def _failing_operand(scope: Scope, problem: _Problem, node: cst.BaseExpression) -> _Traced | None:
+    """The first local of an expression traced as a tensor that fails this way: the expression
+    fails too (``x @ a`` requires grad when ``a`` does; an extra ``.detach()`` on an operand
+    that does not is a no-op)."""
+    for name in _operand_roots(node):
+        traced = _traced_tensor(scope, name)
+        if traced is not None and problem.fails(traced.value):
+            return traced
+    return None
+
+
+def _attribute_fill(sources: Sources, src: Source, call: cst.Call) -> _Edit | str | None:
+    """For an argument that is an attribute (``self.cost_his``, also as an element of a list or
+    tuple argument): the one ``obj.attr.append(value)`` of the project's files that fills it,
+    when ``value`` is proven a number (the function calls ``value.backward()`` with no
+    gradient, which only a one-element tensor allows) and the attribute is otherwise only
+    emptied (``= []``), counted (``len()``) or passed to this call: ``.item()`` there. A reason
+    naming the attribute where one of these does not hold; None for no attribute argument."""
+    named = [
+        element.value
+        for arg in call.args if not arg.star
+        for element in (arg.value.elements if isinstance(arg.value, cst.List | cst.Tuple) else [arg])
+    ]
+    attributes = [n for n in named if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name)]
+    if len(attributes) != 1:
+        return None
+    passed = attributes[0]
+    attr = passed.attr.value
+    shown = src.code(passed)
+    fills: list[tuple[Source, cst.Call]] = []
+    for each in project_sources(sources, src):
+        parents = each.wrapper.resolve(ParentNodeProvider)
+        for node in _descendants(each.module):
+            if not isinstance(node, cst.Attribute) or node.attr.value != attr or node is passed:
+                continue
+            use = _attribute_use(parents, node)
+            if use == "fill":
+                fill = parents[parents[node]]
+                assert isinstance(fill, cst.Call)
+                fills.append((each, fill))
+            elif use is None:
+                statement: cst.CSTNode = node
+                while not isinstance(statement, cst.BaseSmallStatement | cst.BaseCompoundStatement) and statement in parents:
+                    statement = parents[statement]
+                return (
+                    f"`{shown}` holds the failing tensors, but `{_statement_text(each, statement)}` at "
+                    f"{place_in(each.path, each.line(node))} uses it otherwise than collecting them and passing them "
+                    f"to `{src.code(call)}`: what its elements must stay is not known"
+                )
+    if len(fills) != 1:
+        return f"`{shown}` holds the failing tensors and is filled in {len(fills) or 'no'} places: which one is not known"
+    filled, fill = fills[0]
+    value = fill.args[0].value
+    where = place_in(filled.path, filled.line(fill))
+    if _is_method_call(value, "item"):
+        return None
+    proof = _backward_on(filled, fill, value)
+    if proof is None:
+        return (
+            f"`{shown}` is filled at {where} (`{filled.code(fill)}`), but nothing there shows its elements are numbers "
+            "(`.item()`) rather than arrays (`.detach().cpu()`)"
+        )
+    after = filled.code(fill.with_changes(args=[fill.args[0].with_changes(value=method_call(value, "item"))]))
+    return _Edit(
+        mode="item", span=filled.positions[value], code=filled.code(value), detach=False, cpu=False,
+        before=filled.code(fill), after=after, file=filled.path if filled.path != src.path else None,
+        filled=f"`{shown}` is filled only at {where}; `{proof}` there is called on the same tensor, so it is a number",
+    )
+
+
+def _statement_text(src: Source, statement: cst.CSTNode) -> str:
+    """A statement for a report line: a compound one by its header."""
+    if isinstance(statement, cst.BaseCompoundStatement):
+        return src.code(statement).split(":", 1)[0]
+    return src.code(statement)
+
+
+def _attribute_use(parents: Any, node: cst.Attribute) -> str | None:
+    """How one mention of the attribute uses it: ``fill`` (``.append(x)``), ``kept`` (emptied with
+    ``= []``, counted with ``len()``), or None for any other use."""
+    above = parents.get(node)
+    if isinstance(above, cst.Attribute) and above.value is node:
+        call = parents.get(above)
+        if above.attr.value == "append" and isinstance(call, cst.Call) and call.func is above \
+                and len(call.args) == 1 and not call.args[0].star and call.args[0].keyword is None:
+            return "fill"
+        return None
+    if isinstance(above, cst.AssignTarget):
+        assign = parents.get(above)
+        if isinstance(assign, cst.Assign) and isinstance(assign.value, cst.List) and not assign.value.elements:
+            return "kept"
+        return None
+    if isinstance(above, cst.Arg):
+        call = parents.get(above)
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "len":
+            return "kept"
+    return None
+
+
+def _backward_on(src: Source, fill: cst.Call, value: cst.BaseExpression) -> str | None:
+    """``loss.backward()`` when the function that appends ``value`` (a name bound there once)
+    calls it on that name with no gradient: only a one-element tensor allows that."""
+    if not isinstance(value, cst.Name):
+        return None
+    functions = src.around(src.line(fill), cst.FunctionDef)
+    scope: cst.CSTNode = functions[0] if functions else src.module
+    nodes = _descendants(scope)
+    bindings = [
+        n for n in nodes
+        if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name) and n.target.value == value.value
+    ]
+    backward = [
+        n for n in nodes
+        if _is_method_call(n, "backward") and isinstance(n, cst.Call) and not n.args
+        and isinstance(n.func, cst.Attribute) and isinstance(n.func.value, cst.Name) and n.func.value.value == value.value
+    ]
+    if len(bindings) != 1 or not backward:
+        return None
+    return src.code(backward[0])
 
 
 # --------------------------------------------------------------------------------------------
@@ -537,6 +705,11 @@ def _summary(edits: Sequence[_Edit], problem: _Problem, call: str, where: str) -
         reasons.append(f"it requires grad{traced} and numpy() refuses a tensor autograd is tracking")
     why = "; ".join(reasons)
     changed = f"`{first.before}` to `{first.after}`" if len(first.after) <= 70 else f"the conversion with {first.added}"
+    if first.mode == "item" and first.traced is None:
+        return (
+            f"Changed `{first.before}` to `{first.after}`: {first.filled}, and numpy() refuses the tensors "
+            f"collected there at {call.split('(', 1)[0]}(...) at {where}; `.item()` keeps the number only"
+        )
     if first.mode == "item":
         assert first.traced is not None
         return (
@@ -566,4 +739,5 @@ def _evidence_text(edits: Sequence[_Edit], problem: _Problem, where: str) -> str
         for e in edits if e.traced is not None
     }
     traced = "; ".join(f"`{name}` traced as {text}" for name, text in described.items())
-    return f"{message} at {where}" + (f"; {traced}" if traced else "")
+    filled = "; ".join(e.filled for e in edits if e.filled)
+    return f"{message} at {where}" + (f"; {traced}" if traced else "") + (f"; {filled}" if filled else "")

@@ -37,7 +37,6 @@ from repairbot.provenance import (
     Made,
     ProjectFile,
     Result,
-    TracedFrame,
     ValueWalk,
     project_sources,
 )
@@ -146,8 +145,14 @@ class TargetShape(Pattern):
         followed back through moves (``y = y.to(device)``), row slices (``y[:n]``) and tuple
         assignments, and what it builds is read only on the way to loss calls of the same
         loss (and ``len()``), the dimension is fixed there instead, once for every loss call
-        it feeds: ``y_tensor = torch.Tensor(y)`` -> ``torch.Tensor(y).unsqueeze(1)``; the fix at
-        the loss call stays the alternative tried when that rerun fails. A target made per
+        it feeds: ``y_tensor = torch.Tensor(y)`` -> ``torch.Tensor(y).unsqueeze(1)``,
+        ``y_test = torch.from_numpy(y_test).float()`` -> ``torch.from_numpy(y_test).float().unsqueeze(1)``
+        (the array it replaces is no read of the tensor); the fix at the loss call stays the
+        alternative tried when that rerun fails. A target batched by a ``TensorDataset``
+        (``DataLoader(TensorDataset(X_train, y_train))``), followed back from the loop through
+        the DataLoader and the dataset to the one place that builds it, gets the same fix there
+        when it is read only by that dataset, the dataset only by DataLoaders, and every loop
+        over them reads the item only as that loss's target. A target made per
         sample in the project's Dataset (``__getitem__`` returning ``torch.tensor(self.y[i])``,
         batched to ``(N,)`` against ``(N, 1)``), followed back from the loop through the
         DataLoader, becomes ``torch.tensor([self.y[i]])`` there (or the other way round), when
@@ -261,7 +266,11 @@ class TargetShape(Pattern):
             _dataset_item(failure, evidence, sources, frame, call, target_arg.value, plan)
             if built is None and evidence is not None else None
         )
-        if "already" in (built, item):
+        batched = (
+            _tensor_dataset_target(failure, evidence, sources, frame, call, target_arg.value, plan)
+            if built is None and item is None and evidence is not None else None
+        )
+        if "already" in (built, item, batched):
             return self.decline(
                 f"where the target of the loss call at {where} is made, it has that dimension already; the source "
                 "changed since the traced run"
@@ -327,6 +336,32 @@ class TargetShape(Pattern):
                     f"the loss call at {where} got a prediction of {prediction} and a target of {target} "
                     f"(from the message{traced_text}); {effect_long}; each sample's target is made at {made_at} and every "
                     "loop over the loader reads it only as this loss's target"
+                ),
+                alternatives=(at_call,),
+            )
+        if isinstance(batched, _Batched):
+            method = "unsqueeze" if plan.role == "input" else "squeeze"
+            built_code = batched.file.code(batched.built)
+            built_at = batched.file.where(batched.built)
+            dataset_at = batched.file.where(batched.dataset)
+            return Site(
+                pattern=self.ID,
+                file=str(batched.file.path),
+                span=batched.file.src.positions[batched.built],
+                rewrite=ReshapeBuiltTarget(method, plan.dim),
+                summary=(
+                    f"Added .{method}({plan.dim}) where the target is built at {built_at} (`{built_code}`), before the "
+                    f"TensorDataset at {dataset_at} batches it: the prediction was {prediction} and the batched target "
+                    f"{target} at {where}, {effect}"
+                ),
+                applicability=self.APPLICABILITY,
+                evidence={**at_call.evidence, "built_at": built_at, "built": built_code, "fixed_at": "target-creation",
+                          "dataset_at": dataset_at},
+                evidence_text=(
+                    f"the loss call at {where} got a prediction of {prediction} and a target of {target} "
+                    f"(from the message{traced_text}); {effect_long}; the batched target is tensor {batched.index} of "
+                    f"the TensorDataset at {dataset_at}, built once at {built_at} and read only by it, and every loop "
+                    "over its loaders reads it only as this loss's target"
                 ),
                 alternatives=(at_call,),
             )
@@ -540,14 +575,140 @@ def _built_target(src: Source, loss: cst.Call, target: cst.BaseExpression, plan:
             continue
         if _reshaped(value, plan) is not None:
             return "already"  # built with the very dimension fix: the source changed since the run
-        if not isinstance(value, cst.Call) or not is_torch_name(src.imports.qualify(value.func), *_TENSOR_FROM_DATA):
+        if not _builds_from_data(src, value):
             return None  # computed (arithmetic, a reduction): its shape is the computation's, fixed at the loss
         owner = _scope_of(src, event.statement)
         reached: set[int] = set()
-        if not _feeds_only(src, owner, name, loss, reached, set()) or id(loss) not in reached:
+        # `y = torch.from_numpy(y)` reads the array it replaces: no read of the tensor
+        rebuilt = {id(n) for n in walk(value)}
+        if not _feeds_only(src, owner, name, loss, reached, set(), rebuilt) or id(loss) not in reached:
             return None
         return _Built(value, len(reached))
     return None
+
+
+def _builds_from_data(src: Source, value: cst.BaseExpression) -> bool:
+    """Whether ``value`` builds a tensor from the data, then moves or casts it:
+    ``torch.tensor(y)``, ``torch.from_numpy(y).float()``, ``torch.Tensor(y).to(device)``."""
+    while (
+        isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES
+        and isinstance(value.func.value, cst.Call)
+    ):
+        value = value.func.value
+    return isinstance(value, cst.Call) and is_torch_name(src.imports.qualify(value.func), *_TENSOR_FROM_DATA)
+
+
+@dataclass(frozen=True)
+class _Batched:
+    built: cst.BaseExpression  # the expression that builds the whole target tensor
+    file: ProjectFile
+    dataset: cst.Call  # the TensorDataset that batches it
+    index: int  # its position among the dataset's tensors
+
+
+def _tensor_dataset_target(
+    failure: Failure, evidence: Evidence, sources: Sources, frame: Frame, loss: cst.Call,
+    target: cst.BaseExpression, plan: _Squeeze,
+) -> _Batched | str | None:
+    """A batched target that is one tensor of a ``TensorDataset`` (followed back with
+    ``ValueWalk``: the loop, the DataLoader, the dataset) built from the data in one place
+    (``y_train = torch.from_numpy(y_train).float()``): fixed there, as the dataset indexes its
+    first dimension only, when the built tensor is read only by that dataset, the dataset only
+    by DataLoaders, each loader only by loops that unpack its items, and every such loop of the
+    project reads that item only as this loss's target; ``"already"`` when it is built with
+    the fix."""
+    if not isinstance(target, cst.Name) or plan.dim != 1:
+        return None
+    datasets: list[tuple[cst.Call, int]] = []
+
+    def at_call(
+        values: ValueWalk, call: cst.Call, qualified: str | None, ctx: Context, path: KeyPath, trail: tuple[str, ...]
+    ) -> Result | None:
+        if is_torch_name(qualified, "torch.utils.data.TensorDataset") and len(path) > 1 and path[1].kind == "index":
+            datasets.append((call, int(path[1].value)))
+            return None  # the walk's own rule takes the tensor
+        if not path and _builds_from_data(ctx.file.src, call):
+            return Made(call, ctx.file, trail, "built")
+        fixed = _reshaped(call, plan)
+        if not path and fixed is not None and _builds_from_data(ctx.file.src, fixed):
+            return Made(call, ctx.file, trail, "already")
+        if qualified is None and isinstance(call.func, cst.Attribute) and call.func.attr.value in _MOVES:
+            return values.resolve(call.func.value, ctx, path, trail)
+        return None
+
+    result = ValueWalk(failure, evidence, sources, at_call).follow_name_at(frame, target.value)
+    if not isinstance(result, Made) or len(datasets) != 1:
+        return None
+    if result.kind == "already":
+        return "already"  # built with the very dimension fix: the source changed since the run
+    dataset, position = datasets[0]
+    file, built = result.file, result.call
+    tensors = [a for a in dataset.args if a.keyword is None and not a.star]
+    if file.enclosing(dataset, cst.FunctionDef) is not file.enclosing(built, cst.FunctionDef) \
+            or len(tensors) != len(dataset.args) or not 0 <= position < len(tensors):
+        return None
+    if tensors[position].value is not built:
+        statement = file.parents.get(built)
+        if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 \
+                or not isinstance(statement.targets[0].target, cst.Name):
+            return None
+        name = statement.targets[0].target.value
+        rebuilt = {id(n) for n in walk(built)}
+        owner = _scope_of(file.src, statement)
+        reads = [r for r in _reads_of(owner, name) if id(r) not in rebuilt and not _in_target(file.parents, r)]
+        if not reads or any(r is not tensors[position].value and not _in_len(file.parents, r) for r in reads):
+            return None
+    if not _read_only_by_loops(file, dataset, len(tensors)):
+        return None
+    loss_src = source(sources, frame.file)
+    if loss_src is None or not _loops_read_only_as_target(sources, loss_src, loss, len(tensors), position):
+        return None
+    return _Batched(built, file, dataset, position)
+
+
+def _in_len(parents: Mapping[cst.CSTNode, cst.CSTNode], read: cst.Name) -> bool:
+    arg = parents.get(read)
+    call = parents.get(arg) if isinstance(arg, cst.Arg) else None
+    return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "len"
+
+
+def _read_only_by_loops(file: ProjectFile, dataset: cst.Call, arity: int) -> bool:
+    """Whether a dataset is read only by DataLoaders (directly or by name), and each loader
+    only by ``for`` loops that unpack ``arity`` values from its items (or by ``len()``)."""
+    parents = file.parents
+    loaders: list[cst.Call] = []
+    for made in _bound_uses(file, dataset):
+        arg = parents.get(made)
+        loader = parents.get(arg) if isinstance(arg, cst.Arg) else None
+        if not isinstance(loader, cst.Call) or not is_torch_name(file.src.imports.qualify(loader.func), "torch.utils.data.DataLoader") \
+                or argument(loader, 0, "dataset") is not arg:
+            return False
+        loaders.append(loader)
+    for loader in loaders:
+        for used in _bound_uses(file, loader):
+            loop: cst.CSTNode | None = parents.get(used)
+            if isinstance(loop, cst.Arg):  # enumerate(loader), tqdm(loader)
+                loop = parents.get(parents.get(loop) or loop)
+            names = _unpacked(loop) if isinstance(loop, cst.For) else None
+            if names is None or len(names) != arity:
+                return False
+    return bool(loaders)
+
+
+def _bound_uses(file: ProjectFile, value: cst.Call) -> list[cst.BaseExpression]:
+    """Where a call's value is used: the call itself as an argument, or the reads of the one
+    name it is assigned to (``len()`` left out); a binding of another form gives no uses."""
+    statement = file.parents.get(value)
+    if not isinstance(statement, cst.Assign):
+        return [value]
+    if len(statement.targets) != 1 or not isinstance(statement.targets[0].target, cst.Name):
+        return []
+    name = statement.targets[0].target.value
+    owner = _scope_of(file.src, statement)
+    return [
+        r for r in _reads_of(owner, name)
+        if not _in_target(file.parents, r) and not _in_len(file.parents, r)
+    ]
 
 
 def _reshaped(value: cst.BaseExpression, plan: _Squeeze) -> cst.BaseExpression | None:
@@ -572,11 +733,7 @@ def _dataset_item(
     if not isinstance(target, cst.Name) or plan.dim != 1:
         return None
     values = ValueWalk(failure, evidence, sources, _at_item_call)
-    index = next((i for i, f in enumerate(values.frames) if f == frame), None)
-    view = values.view(index) if index is not None else None
-    if not isinstance(view, TracedFrame):
-        return None
-    result = values.follow(cst.Name(target.value), view.ctx, ())
+    result = values.follow_name_at(frame, target.value)
     if not isinstance(result, Made) or values.getitem is None:
         return None
     file, returned = values.getitem
@@ -662,11 +819,12 @@ def _scope_of(src: Source, node: cst.CSTNode) -> cst.CSTNode:
 
 
 def _feeds_only(
-    src: Source, owner: cst.CSTNode, name: str, loss: cst.Call, reached: set[int], seen: set[str]
+    src: Source, owner: cst.CSTNode, name: str, loss: cst.Call, reached: set[int], seen: set[str],
+    skipped: frozenset[int] | set[int] = frozenset(),
 ) -> bool:
-    """Whether every read of ``name`` in ``owner`` is the target of a loss call of the failing
-    call's callee (added to ``reached``), ``len()``, or passes its tensor on (a move, a row
-    slice) to a plain name whose reads are such in turn."""
+    """Whether every read of ``name`` in ``owner`` (but those of nodes in ``skipped``) is the
+    target of a loss call of the failing call's callee (added to ``reached``), ``len()``, or
+    passes its tensor on (a move, a row slice) to a plain name whose reads are such in turn."""
     if name in seen:
         return True
     seen.add(name)
@@ -674,7 +832,7 @@ def _feeds_only(
     callee = src.module.code_for_node(loss.func)
     for read in _reads_of(owner, name):
         parent = parents.get(read)
-        if _in_target(parents, read):
+        if id(read) in skipped or _in_target(parents, read):
             continue  # a binding, not a read
         if isinstance(parent, cst.Arg):
             call = parents.get(parent)

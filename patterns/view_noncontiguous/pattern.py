@@ -12,6 +12,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
 from repairbot.analysis import (
     ImportTable,
+    Source,
     call_at,
     calls_on_line,
     enclosing,
@@ -19,11 +20,24 @@ from repairbot.analysis import (
     place,
     shape_text,
     spans,
+    walk,
 )
+from repairbot.codemod import method_call
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
-from repairbot.provenance import integer_value, parameter_names
+from repairbot.provenance import (
+    Context,
+    KeyPath,
+    Made,
+    ProjectFile,
+    Result,
+    ValueWalk,
+    integer_value,
+    own_nodes,
+    parameter_names,
+    project_sources,
+)
 from repairbot.sources import Sources
 from repairbot.torch_semantics import is_inplace_method
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
@@ -51,6 +65,18 @@ class ViewToReshape(Rewrite):
         return [Edit(call, call.with_changes(func=call.func.with_changes(attr=renamed)))]
 
 
+@dataclass(frozen=True)
+class MakeContiguous(Rewrite):
+    """Appends ``.contiguous()`` to the expression at the site: where the layout is made."""
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        made = nodes.node(cst.BaseExpression)
+        above = nodes.parent(made)
+        if isinstance(above, cst.Attribute) and above.value is made and above.attr.value == "contiguous":
+            raise EditError("made contiguous there already")
+        return [Edit(made, method_call(made, "contiguous"))]
+
+
 class ViewNoncontiguous(Pattern):
     """Replaces the failing ``.view(...)`` with ``.reshape(...)``, which copies when the layout needs it.
 
@@ -72,7 +98,16 @@ class ViewNoncontiguous(Pattern):
         ``feats = x.transpose(1, 2).view(b, -1)`` becomes ``feats = x.transpose(1, 2).reshape(b,
         -1)``; ``correct[:k].view(-1).float().sum(0)`` becomes ``correct[:k].reshape(-1).float()
         .sum(0)``. Only the call the traceback points at (its traced columns) is changed, never
-        another ``.view`` of the file; ``.view_as(y)`` becomes ``.reshape_as(y)``.
+        another ``.view`` of the file; ``.view_as(y)`` becomes ``.reshape_as(y)``. A batch made
+        non-contiguous in a helper of the project and returned (``get_batch()`` returning
+        ``source[:, i:j].t()``, then ``targets.view(-1)`` at the training and the evaluation
+        loss), followed back from the failing view through the helper's return, gets one
+        ``.contiguous()`` where the helper makes it (``source[:, i:j].t().contiguous()``), so
+        every view of it at every caller works; the reshape at the failing view stays the
+        alternative. Not when the layout is made from an attribute or a global (its memory
+        outlives the call), nor when the helper or a caller writes into the batch in place
+        (``targets[targets == 0] = 1`` reaches the tensor it shares memory with, which a copy
+        would stop): the fix is then at the view.
 
     Fix safety:
         Safe: ``reshape`` returns the same view whenever one exists and a copy otherwise, with
@@ -112,7 +147,7 @@ class ViewNoncontiguous(Pattern):
     # A dimension of size 1 has no stride constraint, so a view that fails at the forced
     # batch of 2 may work at a script's own batch of 1: confirm before editing.
     BATCH_INVARIANT = False
-    REWRITES = (ViewToReshape,)
+    REWRITES = (ViewToReshape, MakeContiguous)
 
     def locate(
         self, failure: Failure, match: re.Match[str], evidence: Evidence | None, sources: Sources
@@ -192,7 +227,7 @@ class ViewNoncontiguous(Pattern):
             )
         shown = receiver if len(receiver) <= 40 else "the tensor"
         layout = f"; {traced}" if traced else ""
-        return Site(
+        at_view = Site(
             pattern=self.ID,
             file=str(path),
             span=span,
@@ -216,6 +251,176 @@ class ViewNoncontiguous(Pattern):
             ),
             notes=notes,
         )
+        helper = (
+            _made_in_helper(failure, evidence, sources, frame, call)
+            if evidence is not None and later is None else None
+        )
+        if helper == "already":
+            return self.decline(
+                f"the tensor `{receiver}` viewed at {where} is made contiguous where it is made; the source changed "
+                "since the traced run"
+            )
+        if not isinstance(helper, _Helper):
+            return at_view
+        made_at = helper.file.where(helper.made)
+        made_code = helper.file.code(helper.made)
+        return Site(
+            pattern=self.ID,
+            file=str(helper.file.path),
+            span=helper.file.src.positions[helper.made],
+            rewrite=MakeContiguous(),
+            summary=(
+                f"Added .contiguous() where {helper.function}() makes the tensor at {made_at} (`{made_code}`): "
+                f"`{one_line(module, call)}` at {where} cannot view its layout, and every caller of "
+                f"{helper.function}() gets it contiguous, so no view of it needs a copy of its own"
+            ),
+            applicability=self.APPLICABILITY,
+            evidence={
+                **at_view.evidence, "made_at": made_at, "made": made_code, "helper": helper.function,
+                "callers": helper.callers, "fixed_at": "helper",
+            },
+            evidence_text=(
+                f"{at_view.evidence_text}; `{receiver}` is followed back to `{made_code}` in {helper.function}() "
+                f"({made_at}), returned to {helper.callers} call site(s) of which none writes into it in place: "
+                ".contiguous() there changes the layout only, never the values"
+            ),
+            alternatives=(at_view,),
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Where the layout is made: a helper that returns it
+
+# The methods that give a tensor a layout a view may not take (a permutation of its strides).
+_LAYOUT = frozenset({"t", "transpose", "permute", "swapaxes", "swapdims", "movedim"})
+
+
+@dataclass(frozen=True)
+class _Helper:
+    made: cst.Call  # the ``.transpose(...)`` / ``.t()`` that makes the layout
+    file: ProjectFile
+    function: str  # the helper that returns it
+    callers: int  # its call sites in the project
+
+
+def _made_in_helper(
+    failure: Failure, evidence: Evidence, sources: Sources, frame: Frame, view: cst.Call
+) -> _Helper | str | None:
+    """The layout change (``batch[:, 1:].t()``) that made the viewed tensor, when it is made in
+    another function of the project that returns it (``x, y = get_batch(...)``), followed back
+    with ``ValueWalk``: one ``.contiguous()`` there serves every view of it at every caller.
+    None when the tensor comes from ``self`` or a global (its storage outlives the call), or
+    the helper or any caller writes into it in place (the write must reach the storage it
+    shares, which a copy would stop); ``"already"`` when it is made contiguous there."""
+    assert isinstance(view.func, cst.Attribute)
+    receiver = _rows_of(view.func.value)
+    if receiver is None:
+        return None
+
+    def at_call(
+        values: ValueWalk, call: cst.Call, qualified: str | None, ctx: Context, path: KeyPath, trail: tuple[str, ...]
+    ) -> Result | None:
+        if not path and qualified is None and isinstance(call.func, cst.Attribute) and call.func.attr.value in _LAYOUT:
+            return Made(call, ctx.file, trail, "layout")
+        if not path and qualified is None and isinstance(call.func, cst.Attribute) and call.func.attr.value == "contiguous":
+            return Made(call, ctx.file, trail, "contiguous")
+        if qualified is None and isinstance(call.func, cst.Attribute) and call.func.attr.value in _MOVES:
+            return values.resolve(call.func.value, ctx, path, trail)  # a copy to a device keeps the layout
+        return None
+
+    values = ValueWalk(failure, evidence, sources, at_call)
+    result = values.follow_name_at(frame, receiver.value)
+    if not isinstance(result, Made):
+        return None
+    if result.kind == "contiguous":
+        return "already"  # made contiguous where it is made: the source changed since the run
+    file, made = result.file, result.call
+    if not _whole_value(file, made):
+        return None  # sliced or indexed after the layout change: a .contiguous() there would not reach the view
+    helper = file.enclosing(made, cst.FunctionDef)
+    if not isinstance(helper, cst.FunctionDef) or helper.name.value == frame.function:
+        return None
+    roots = _roots(made)
+    if not roots or "self" in roots or not all(root in parameter_names(helper) or _local_of(helper, root) for root in roots):
+        return None  # made from an attribute or a global: its storage outlives the call
+    if any(_writes_name(node, name) for node in own_nodes(helper) for name in _bound_names(helper)):
+        return None
+    callers = _callers_write_nothing(sources, file.src, helper.name.value)
+    if callers is None:
+        return None
+    return _Helper(made, file, helper.name.value, callers)
+
+
+# Copies to a device or dtype keep a tensor's layout (its strides), so they pass the walk on.
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "long", "int"})
+
+
+def _rows_of(receiver: cst.BaseExpression) -> cst.Name | None:
+    """The name a view's receiver is, or whose rows it slices (``source[i + 1:i + 1 + n]``): a
+    slice of the first dimension of a contiguous tensor is contiguous, so making the named
+    tensor contiguous makes the receiver so."""
+    if isinstance(receiver, cst.Name):
+        return receiver
+    if isinstance(receiver, cst.Subscript) and isinstance(receiver.value, cst.Name) and len(receiver.slice) == 1:
+        first = receiver.slice[0].slice
+        if isinstance(first, cst.Slice) and first.step is None:
+            return receiver.value
+    return None
+
+
+def _whole_value(file: ProjectFile, made: cst.Call) -> bool:
+    """Whether the layout change is what its statement binds or returns, not a part of it that
+    is sliced or indexed further (``batch.trg.transpose(0, 1)[:, 1:]``)."""
+    parent = file.parents.get(made)
+    if isinstance(parent, cst.Element):
+        parent = file.parents.get(parent)
+        if not isinstance(parent, cst.Tuple):
+            return False
+        parent = file.parents.get(parent)
+    return isinstance(parent, cst.Assign | cst.Return)
+
+
+def _local_of(function: cst.FunctionDef, name: str) -> bool:
+    return name in _bound_names(function)
+
+
+def _bound_names(function: cst.FunctionDef) -> set[str]:
+    """The plain names a function's own assignments bind (tuple targets included)."""
+    return {name for node in own_nodes(function) if isinstance(node, cst.AssignTarget) for name in _target_names(node.target)}
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    """``y`` of ``y = ...``, ``x`` and ``y`` of ``x, y = ...``."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, cst.Tuple | cst.List):
+        return [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+    return []
+
+
+def _callers_write_nothing(sources: Sources, src: Source, helper: str) -> int | None:
+    """How many calls of ``helper`` the project's files make, when none of the names bound to
+    its result is written in place in the caller's scope; None when one is (or no call is
+    found: the walk came through one)."""
+    count = 0
+    for each in project_sources(sources, src):
+        parents = each.wrapper.resolve(ParentNodeProvider)
+        for node in walk(each.module):
+            if not isinstance(node, cst.Call):
+                continue
+            func = node.func
+            name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+            if name != helper:
+                continue
+            count += 1
+            assign = parents.get(node)
+            if not isinstance(assign, cst.Assign):
+                continue
+            owner = enclosing(parents, assign, cst.FunctionDef) or each.module
+            names = [name for target in assign.targets for name in _target_names(target.target)]
+            if any(_writes_name(found, bound) for found in _walk(owner) for bound in names):
+                return None
+    return count or None
 
 
 # --------------------------------------------------------------------------------------------
