@@ -153,7 +153,10 @@ class CudaUnavailable(Pattern):
         and is left alone. So are ``.cuda()`` calls that each run under one switch (``if
         use_cuda: model.cuda()``, ``x.cuda() if args.cuda else x``): ``use_cuda = True`` becomes
         ``use_cuda = torch.cuda.is_available()``, an argparse ``default=True`` alike, one edit
-        where the switch is written and not one per call; a call outside every such switch is
+        where the switch is written and not one per call (under ``if args.device == "cuda":``,
+        the one device default it compares is made device-agnostic instead, and a device it
+        compares that the file does not write, ``os.environ.get(...)``, is declined); a call
+        outside every such switch is
         rewritten as above, and a call under a switch that already asks for availability stays
         as it is. Another definition of the device variable on a branch the run did not take
         (``if ddp: device = f"cuda:{rank}"`` in a nanoGPT-style configuration, where the traced
@@ -287,11 +290,21 @@ class CudaUnavailable(Pattern):
         if test is None:
             return None
         key = view.module.code_for_node(test)
+        compared = view.compared_device(test) if isinstance(test, cst.Comparison) else None
         if any(
-            (guard := view.guard(site.node)) is None or view.module.code_for_node(guard) != key
+            ((guard := view.guard(site.node)) is None or view.module.code_for_node(guard) != key) and site is not compared
             for site in view.sites
         ):
             return None
+        if isinstance(test, cst.Comparison):
+            if compared is None:
+                return self.decline(
+                    f"every hard-coded CUDA call of {report_path(view.path)} runs under `{key}`, and the device it "
+                    "compares is not a hard-coded CUDA device of the file (it comes from elsewhere, or asks for CUDA's "
+                    "availability already)"
+                )
+            return self._compared_site(view, frame, linked, key, compared)
+        assert isinstance(test, cst.Name | cst.Attribute)
         written = view.switch_written(test)
         if written is None:
             return None
@@ -329,6 +342,31 @@ class CudaUnavailable(Pattern):
                 f"`{linked.site.code}` at {place(frame)} runs under the script's switch `{key}`, like every hard-coded "
                 f"CUDA call of {report_path(view.path)} ({guarded}); the switch is written at "
                 f"{place_in(view.path, span.line)} without asking whether CUDA is available"
+            ),
+        )
+
+    def _compared_site(self, view: _File, frame: Frame, linked: _Link, key: str, device: _Hardcoded) -> Site:
+        """Every CUDA call runs under ``if <device> == "cuda":``: the one device definition it
+        compares is made device-agnostic, and the calls are skipped on a machine without CUDA."""
+        edit = view._edit(device, None)
+        guarded = len(view.sites) - 1
+        return Site(
+            pattern=self.ID,
+            file=str(view.path),
+            span=device.span,
+            rewrite=MakeDeviceAgnostic((edit.param(),)),
+            summary=(
+                f"Made the device that the script's switch `{key}` compares device-agnostic at "
+                f"{place_in(view.path, device.span.line)}: `{edit.before}` -> `{edit.after}`, so the {guarded} CUDA "
+                f"call{'s' if guarded > 1 else ''} it guards are skipped on a machine without CUDA"
+            ),
+            applicability=Applicability.SAFE,
+            evidence={"switch": key, "written": place_in(view.path, device.span.line), "failing": place(frame),
+                      "guarded": [place_in(view.path, s.span.line) for s in view.sites if s is not device]},
+            evidence_text=(
+                f"`{linked.site.code}` at {place(frame)} runs under `{key}`, like every hard-coded CUDA call of "
+                f"{report_path(view.path)}; the device it compares is written at "
+                f"{place_in(view.path, device.span.line)} as `{device.code}`"
             ),
         )
 
@@ -734,19 +772,30 @@ class _File:
         return current if current is not None else self.module
 
     # a switch around the sites -------------------------------------------------------------
-    def guard(self, node: cst.CSTNode) -> cst.Name | cst.Attribute | None:
+    def guard(self, node: cst.CSTNode) -> cst.BaseExpression | None:
         """The switch the nearest ``if`` (or conditional expression) around ``node`` runs it
-        under, when that test is a plain name or attribute (``use_cuda``, ``args.cuda``) and
-        ``node`` is in its body, not its ``else``."""
+        under, when that test is a plain name or attribute (``use_cuda``, ``args.cuda``) or
+        compares a device with a CUDA literal (``args.device == "cuda"``), and ``node`` is in
+        its body, not its ``else``."""
         child, current = node, self.parents.get(node)
         while current is not None and not isinstance(current, cst.FunctionDef | cst.ClassDef | cst.Module):
             if isinstance(current, cst.If | cst.IfExp) and child is not current.test:
                 if child is not current.body:
                     return None  # in the else branch
                 test = current.test
-                return test if isinstance(test, cst.Name | cst.Attribute) else None
+                return test if isinstance(test, cst.Name | cst.Attribute) or _cuda_comparison(test) else None
             child, current = current, self.parents.get(current)
         return None
+
+    def compared_device(self, test: cst.Comparison) -> _Hardcoded | None:
+        """The one hard-coded device definition a ``X == "cuda"`` test reads (``args.device``
+        -> the argparse default ``"cuda"``), when there is exactly one."""
+        reads = self._reads_through(test, self._owner(test))
+        found = [
+            site for site in self.sites
+            if site.kind == "device-value" and not site.indexed and any(b in reads for b in site.binds)
+        ]
+        return found[0] if len(found) == 1 else None
 
     def switch_written(self, test: cst.Name | cst.Attribute) -> tuple[cst.BaseExpression, str] | str | None:
         """Where the switch's value is written, and how the report names it: the one assignment
@@ -841,7 +890,7 @@ class _File:
 
     def _guarded_by_availability(self, site: _Hardcoded) -> bool:
         test = self.guard(site.node)
-        written = self.switch_written(test) if test is not None else None
+        written = self.switch_written(test) if isinstance(test, cst.Name | cst.Attribute) else None
         return isinstance(written, tuple) and "is_available" in self.module.code_for_node(written[0])
 
     def _sees_new_device(self, site: _Hardcoded, owner: cst.CSTNode, anchor: Span) -> bool:
@@ -1039,6 +1088,23 @@ def _not_written_there(evidence: Evidence | None, frame: Frame, site: _Hardcoded
         if not re.fullmatch(pattern, described.value):
             return described.value
     return None
+
+
+def _cuda_comparison(test: cst.BaseExpression) -> bool:
+    """``device == "cuda"``, ``args.device == "cuda"``, ``"cuda" in device``: a device compared
+    with a CUDA literal."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    left, right = test.left, target.comparator
+    if isinstance(target.operator, cst.Equal):
+        literal, other = (right, left) if isinstance(right, cst.SimpleString) else (left, right)
+    elif isinstance(target.operator, cst.In):
+        literal, other = left, right
+    else:
+        return False
+    return (isinstance(literal, cst.SimpleString) and _cuda_literal(literal)[0]
+            and isinstance(other, cst.Name | cst.Attribute))
 
 
 def _gated(view: _File, target: cst.BaseExpression) -> str:
