@@ -253,20 +253,9 @@ class CudaUnavailable(Pattern):
                     target, kind = written, f"`{test.value}`, where it is written"
             if target not in view.positions or "is_available" in view.module.code_for_node(target):
                 continue
-            available = f"{view.torch}.cuda.is_available()"
-            new = _gated(view, target)
-            span = view.positions[target]
-            return Site(
-                pattern=self.ID,
-                file=str(view.path),
-                span=span,
-                rewrite=MakeDeviceAgnostic((DeviceEdit("gate", type(target), new),)),
-                summary=(
-                    f"Gated the script's CUDA switch on {available} at {place_in(view.path, span.line)} ({kind}): "
-                    f"`{one_line(view.module, target)}` -> `{new}`, so `{one_line(view.module, value)}` picks the CPU "
-                    "on a machine without CUDA"
-                ),
-                applicability=Applicability.SAFE,
+            return self._gate_site(
+                view, target, f"on {view.torch}.cuda.is_available()", kind,
+                f"so `{one_line(view.module, value)}` picks the CPU on a machine without CUDA",
                 evidence={"switch": one_line(view.module, test), "device": f"{place_in(view.path, view.positions[value].line)}",
                           "failing": place(frame)},
                 evidence_text=(
@@ -276,6 +265,27 @@ class CudaUnavailable(Pattern):
                 ),
             )
         return None
+
+    def _gate_site(
+        self, view: _File, target: cst.BaseExpression, switch: str, kind: str, effect: str,
+        evidence: dict[str, object], evidence_text: str,
+    ) -> Site:
+        """The one edit that gates a switch on CUDA's availability where ``target`` writes it."""
+        new = _gated(view, target)
+        span = view.positions[target]
+        return Site(
+            pattern=self.ID,
+            file=str(view.path),
+            span=span,
+            rewrite=MakeDeviceAgnostic((DeviceEdit("gate", type(target), new),)),
+            summary=(
+                f"Gated the script's CUDA switch {switch} at {place_in(view.path, span.line)} ({kind}): "
+                f"`{one_line(view.module, target)}` -> `{new}`, {effect}"
+            ),
+            applicability=Applicability.SAFE,
+            evidence=evidence,
+            evidence_text=evidence_text,
+        )
 
     def _guarded_switch(self, view: _File, frame: Frame, linked: _Link) -> Site | Decline | None:
         """``.cuda()`` calls that each run under the script's own switch (``if use_cuda:
@@ -322,26 +332,17 @@ class CudaUnavailable(Pattern):
                 f"available where it is written ({place_in(view.path, view.positions[target].line)}): the GPU is asked "
                 "for on purpose there"
             )
-        new = _gated(view, target)
-        span = view.positions[target]
+        line = view.positions[target].line
         guarded = len(view.sites)
-        return Site(
-            pattern=self.ID,
-            file=str(view.path),
-            span=span,
-            rewrite=MakeDeviceAgnostic((DeviceEdit("gate", type(target), new),)),
-            summary=(
-                f"Gated the script's CUDA switch `{key}` on {view.torch}.cuda.is_available() at "
-                f"{place_in(view.path, span.line)} ({kind}): `{one_line(view.module, target)}` -> `{new}`, so the "
-                f"{guarded} CUDA call{'s' if guarded > 1 else ''} it guards stay on the CPU on a machine without CUDA"
-            ),
-            applicability=Applicability.SAFE,
-            evidence={"switch": key, "written": place_in(view.path, span.line), "failing": place(frame),
+        return self._gate_site(
+            view, target, f"`{key}` on {view.torch}.cuda.is_available()", kind,
+            f"so the {guarded} CUDA call{'s' if guarded > 1 else ''} it guards stay on the CPU on a machine without CUDA",
+            evidence={"switch": key, "written": place_in(view.path, line), "failing": place(frame),
                       "guarded": [f"{place_in(view.path, s.span.line)}" for s in view.sites]},
             evidence_text=(
                 f"`{linked.site.code}` at {place(frame)} runs under the script's switch `{key}`, like every hard-coded "
                 f"CUDA call of {report_path(view.path)} ({guarded}); the switch is written at "
-                f"{place_in(view.path, span.line)} without asking whether CUDA is available"
+                f"{place_in(view.path, line)} without asking whether CUDA is available"
             ),
         )
 

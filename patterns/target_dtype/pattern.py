@@ -637,20 +637,31 @@ class _Locator:
                     return None  # `full` imported bare: no torch prefix to write the dtype with
                 prefix = one_line(src.module, node.func.value)
                 return _Made(src, node, "add-dtype", f"{prefix}.long", where, f"dtype={prefix}.long added")
-            written = self._written_dtype(src, dtype.value, where)
+            return self._dtype_keyword(src, node, dtype.value, where)
+        return self._retyped(src, node, where)
+
+    def _dtype_keyword(self, src: Source, node: cst.Call, dtype: cst.BaseExpression, where: str) -> _Made | Decline | None:
+        """A creation's ``dtype=`` value replaced by the dtype the loss wants."""
+        written = (self._written_dtype if self.want == "long" else self._float_dtype)(src, dtype, where)
+        if not isinstance(written, str):
+            return written
+        return _Made(src, node, "dtype-keyword", written, where, f"dtype={one_line(src.module, dtype)} -> {written}")
+
+    def _retyped(self, src: Source, node: cst.Call, where: str) -> _Made | Decline | None:
+        """``.type(torch.float)`` -> ``.type(torch.long)``, ``.float()`` -> ``.long()`` (and the
+        reverse for a float-target loss)."""
+        if not isinstance(node.func, cst.Attribute):
+            return None
+        called = node.func.attr.value
+        if called == "type" and len(node.args) == 1 and node.args[0].keyword is None:
+            written = (self._written_dtype if self.want == "long" else self._float_dtype)(src, node.args[0].value, where)
             if not isinstance(written, str):
                 return written
-            return _Made(src, node, "dtype-keyword", written, where, f"dtype={one_line(src.module, dtype.value)} -> {written}")
-        if isinstance(node.func, cst.Attribute):
-            called = node.func.attr.value
-            if called == "type" and len(node.args) == 1 and node.args[0].keyword is None:
-                written = self._written_dtype(src, node.args[0].value, where)
-                if not isinstance(written, str):
-                    return written
-                was = one_line(src.module, node.args[0].value)
-                return _Made(src, node, "type-arg", written, where, f".type({was}) -> .type({written})")
-            if called in ("float", "double", "half") and not node.args:
-                return _Made(src, node, "method", "long", where, f".{called}() -> .long()")
+            was = one_line(src.module, node.args[0].value)
+            return _Made(src, node, "type-arg", written, where, f".type({was}) -> .type({written})")
+        methods, method = (("float", "double", "half"), "long") if self.want == "long" else (_INTEGER_METHODS, "float")
+        if called in methods and not node.args:
+            return _Made(src, node, "method", method, where, f".{called}() -> .{method}()")
         return None
 
     def _made_float(self, src: Source, node: cst.Call, qualified: str | None, where: str) -> _Made | Decline | None:
@@ -670,26 +681,13 @@ class _Locator:
         if is_torch_name(qualified, *_FACTORIES):
             dtype = keyword_arg(node, "dtype")
             if dtype is not None:
-                written = self._float_dtype(src, dtype.value, where)
-                if not isinstance(written, str):
-                    return written
-                return _Made(src, node, "dtype-keyword", written, where, f"dtype={one_line(src.module, dtype.value)} -> {written}")
+                return self._dtype_keyword(src, node, dtype.value, where)
             if not is_torch_name(qualified, "torch.full", "torch.tensor", "torch.as_tensor", "torch.randint") \
                     or not isinstance(node.func, cst.Attribute):
                 return None  # made float already, or `full` imported bare: no torch prefix to write the dtype with
             prefix = one_line(src.module, node.func.value)
             return _Made(src, node, "add-dtype", f"{prefix}.float", where, f"dtype={prefix}.float added")
-        if isinstance(node.func, cst.Attribute):
-            called = node.func.attr.value
-            if called == "type" and len(node.args) == 1 and node.args[0].keyword is None:
-                written = self._float_dtype(src, node.args[0].value, where)
-                if not isinstance(written, str):
-                    return written
-                was = one_line(src.module, node.args[0].value)
-                return _Made(src, node, "type-arg", written, where, f".type({was}) -> .type({written})")
-            if called in _INTEGER_METHODS and not node.args:
-                return _Made(src, node, "method", "float", where, f".{called}() -> .float()")
-        return None
+        return self._retyped(src, node, where)
 
     def _float_dtype(self, src: Source, dtype: cst.BaseExpression, where: str) -> str | Decline | None:
         """``torch.float`` (``torch.float32`` for a sized name) in the prefix the code writes, for
