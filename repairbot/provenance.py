@@ -878,6 +878,10 @@ class ValueWalk:
         ]
         if exact:
             calls = calls[:1] if calls and calls[0] is caller.expression else []
+            if not calls and isinstance(caller.expression, cst.Call) and self._adjacent(ctx.frame - 1):
+                # the traced call ran the next frame straight away (no library frame between): a
+                # closure or a function held under another name (step_fn = make_step_fn(...))
+                calls = [caller.expression]
         if len(calls) != 1:
             return Lost(
                 f"which call at {place(caller.frame)} runs {function.name.value}() is not certain",
@@ -889,6 +893,15 @@ class ValueWalk:
         if found is None:
             return Lost(f"the call at {place(caller.frame)} passes `{name}` in a way the walk cannot follow", caller.file, call)
         return found
+
+    def _adjacent(self, index: int) -> bool:
+        """Whether user frame ``index`` and the next one follow each other in the traceback."""
+        frames = list(self.failure.frames)
+        if index + 1 >= len(self.frames):
+            return False
+        caller, callee = self.frames[index], self.frames[index + 1]
+        positions = [i for i, f in enumerate(frames) if f is caller or f is callee]
+        return len(positions) == 2 and positions[1] == positions[0] + 1
 
     def _module_line(self, file: ProjectFile) -> int:
         """The module's statements that ran: up to its traced line when it is a frame of the failure."""

@@ -19,9 +19,11 @@ from libcst.metadata import (
 from repairbot.analysis import (
     DEVICE_NAMES,
     ImportTable,
+    bindings_of,
     bound_once,
     failing_expression,
     is_torch_name,
+    keyword_arg,
     one_line,
     place,
     place_in,
@@ -32,7 +34,7 @@ from repairbot.codemod import quote_of
 from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, phrase, signature
-from repairbot.provenance import argparse_dest, bound_at
+from repairbot.provenance import argparse_dest, bound_at, parameter_names
 from repairbot.sources import SourceError, Sources, report_path
 from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
 
@@ -148,7 +150,17 @@ class CudaUnavailable(Pattern):
         args.no_cuda and torch.cuda.is_available()``), or at the choice for an option read as
         it is, instead of rewriting every ``.to(device)``; a switch that already asks for
         availability (``args.force_cuda or torch.cuda.is_available()``) is the user's choice
-        and is left alone.
+        and is left alone. So are ``.cuda()`` calls that each run under one switch (``if
+        use_cuda: model.cuda()``, ``x.cuda() if args.cuda else x``): ``use_cuda = True`` becomes
+        ``use_cuda = torch.cuda.is_available()``, an argparse ``default=True`` alike, one edit
+        where the switch is written and not one per call (under ``if args.device == "cuda":``,
+        the one device default it compares is made device-agnostic instead, and a device it
+        compares that the file does not write, ``os.environ.get(...)``, is declined); a call
+        outside every such switch is
+        rewritten as above, and a call under a switch that already asks for availability stays
+        as it is. Another definition of the device variable on a branch the run did not take
+        (``if ddp: device = f"cuda:{rank}"`` in a nanoGPT-style configuration, where the traced
+        device is the top's ``"cuda"``) stays as it is.
 
     Fix safety:
         Safe when every site is made device-agnostic where it is written: on a GPU machine the
@@ -156,7 +168,9 @@ class CudaUnavailable(Pattern):
         variable, placed by the pattern).
 
     Not handled:
-        Calls that need a GPU whatever the device (``torch.cuda.synchronize()``,
+        A switch that only the command line turns on (``--cuda``, ``action="store_true"``) run
+        with that flag: the user asked for the GPU, so nothing is edited (diagnosed: run without
+        the flag). Calls that need a GPU whatever the device (``torch.cuda.synchronize()``,
         ``torch.cuda.set_device(...)``, ``torch.cuda.get_device_name()``): they are named in the
         report, not guarded. A device taken from somewhere the file does not show (a JSON
         config, an environment variable, another package). An integer variable that is also
@@ -199,6 +213,9 @@ class CudaUnavailable(Pattern):
                 continue
             linked = view.link(frame, evidence)
             if linked is not None:
+                guarded = self._guarded_switch(view, frame, linked)
+                if guarded is not None:
+                    return guarded
                 return self._fix(view, frame, linked, failure, evidence, sources)
         for frame in frames:
             view = files.get(Path(frame.file))
@@ -236,26 +253,9 @@ class CudaUnavailable(Pattern):
                     target, kind = written, f"`{test.value}`, where it is written"
             if target not in view.positions or "is_available" in view.module.code_for_node(target):
                 continue
-            code = view.module.code_for_node(target)
-            available = f"{view.torch}.cuda.is_available()"
-            if isinstance(target, cst.Name) and target.value == "True":
-                new = available
-            elif isinstance(target, cst.BooleanOperation | cst.IfExp | cst.Lambda | cst.NamedExpr):
-                new = f"({code}) and {available}"
-            else:
-                new = f"{code} and {available}"
-            span = view.positions[target]
-            return Site(
-                pattern=self.ID,
-                file=str(view.path),
-                span=span,
-                rewrite=MakeDeviceAgnostic((DeviceEdit("gate", type(target), new),)),
-                summary=(
-                    f"Gated the script's CUDA switch on {available} at {place_in(view.path, span.line)} ({kind}): "
-                    f"`{one_line(view.module, target)}` -> `{new}`, so `{one_line(view.module, value)}` picks the CPU "
-                    "on a machine without CUDA"
-                ),
-                applicability=Applicability.SAFE,
+            return self._gate_site(
+                view, target, f"on {view.torch}.cuda.is_available()", kind,
+                f"so `{one_line(view.module, value)}` picks the CPU on a machine without CUDA",
                 evidence={"switch": one_line(view.module, test), "device": f"{place_in(view.path, view.positions[value].line)}",
                           "failing": place(frame)},
                 evidence_text=(
@@ -266,10 +266,121 @@ class CudaUnavailable(Pattern):
             )
         return None
 
+    def _gate_site(
+        self, view: _File, target: cst.BaseExpression, switch: str, kind: str, effect: str,
+        evidence: dict[str, object], evidence_text: str,
+    ) -> Site:
+        """The one edit that gates a switch on CUDA's availability where ``target`` writes it."""
+        new = _gated(view, target)
+        span = view.positions[target]
+        return Site(
+            pattern=self.ID,
+            file=str(view.path),
+            span=span,
+            rewrite=MakeDeviceAgnostic((DeviceEdit("gate", type(target), new),)),
+            summary=(
+                f"Gated the script's CUDA switch {switch} at {place_in(view.path, span.line)} ({kind}): "
+                f"`{one_line(view.module, target)}` -> `{new}`, {effect}"
+            ),
+            applicability=Applicability.SAFE,
+            evidence=evidence,
+            evidence_text=evidence_text,
+        )
+
+    def _guarded_switch(self, view: _File, frame: Frame, linked: _Link) -> Site | Decline | None:
+        """``.cuda()`` calls that each run under the script's own switch (``if use_cuda:
+        model.cuda()``, ``x.cuda() if args.cuda else x``): the one switch is gated on
+        ``torch.cuda.is_available()`` where it is written (``use_cuda = True`` -> ``use_cuda =
+        torch.cuda.is_available()``, an argparse ``default=True`` alike), instead of rewriting
+        every call. None when a hard-coded site of the file runs outside that switch, or the
+        switch cannot be followed to where it is written (today's rewrite of every site)."""
+        if view.torch is None or linked.site.kind not in ("cuda-method", "device-argument"):
+            return None
+        test = view.guard(linked.site.node)
+        if test is None:
+            return None
+        key = view.module.code_for_node(test)
+        compared = view.compared_device(test) if isinstance(test, cst.Comparison) else None
+        if any(
+            ((guard := view.guard(site.node)) is None or view.module.code_for_node(guard) != key) and site is not compared
+            for site in view.sites
+        ):
+            return None
+        if isinstance(test, cst.Comparison):
+            if compared is None:
+                return self.decline(
+                    f"every hard-coded CUDA call of {report_path(view.path)} runs under `{key}`, and the device it "
+                    "compares is not a hard-coded CUDA device of the file (it comes from elsewhere, or asks for CUDA's "
+                    "availability already)"
+                )
+            return self._compared_site(view, frame, linked, key, compared)
+        assert isinstance(test, cst.Name | cst.Attribute)
+        written = view.switch_written(test)
+        if written is None:
+            return None
+        if isinstance(written, str):
+            return self.decline(
+                f"every hard-coded CUDA call of {report_path(view.path)} runs under `{key}`, {written}: the user "
+                "asked for the GPU, which this machine lacks",
+                diagnosis="run without that flag on a machine without CUDA (it asks for the GPU)",
+                at=frame,
+            )
+        target, kind = written
+        if "is_available" in view.module.code_for_node(target):
+            return self.decline(
+                f"every hard-coded CUDA call of {report_path(view.path)} runs under `{key}`, which asks whether CUDA is "
+                f"available where it is written ({place_in(view.path, view.positions[target].line)}): the GPU is asked "
+                "for on purpose there"
+            )
+        line = view.positions[target].line
+        guarded = len(view.sites)
+        return self._gate_site(
+            view, target, f"`{key}` on {view.torch}.cuda.is_available()", kind,
+            f"so the {guarded} CUDA call{'s' if guarded > 1 else ''} it guards stay on the CPU on a machine without CUDA",
+            evidence={"switch": key, "written": place_in(view.path, line), "failing": place(frame),
+                      "guarded": [f"{place_in(view.path, s.span.line)}" for s in view.sites]},
+            evidence_text=(
+                f"`{linked.site.code}` at {place(frame)} runs under the script's switch `{key}`, like every hard-coded "
+                f"CUDA call of {report_path(view.path)} ({guarded}); the switch is written at "
+                f"{place_in(view.path, line)} without asking whether CUDA is available"
+            ),
+        )
+
+    def _compared_site(self, view: _File, frame: Frame, linked: _Link, key: str, device: _Hardcoded) -> Site:
+        """Every CUDA call runs under ``if <device> == "cuda":``: the one device definition it
+        compares is made device-agnostic, and the calls are skipped on a machine without CUDA."""
+        edit = view._edit(device, None)
+        guarded = len(view.sites) - 1
+        return Site(
+            pattern=self.ID,
+            file=str(view.path),
+            span=device.span,
+            rewrite=MakeDeviceAgnostic((edit.param(),)),
+            summary=(
+                f"Made the device that the script's switch `{key}` compares device-agnostic at "
+                f"{place_in(view.path, device.span.line)}: `{edit.before}` -> `{edit.after}`, so the {guarded} CUDA "
+                f"call{'s' if guarded > 1 else ''} it guards are skipped on a machine without CUDA"
+            ),
+            applicability=Applicability.SAFE,
+            evidence={"switch": key, "written": place_in(view.path, device.span.line), "failing": place(frame),
+                      "guarded": [place_in(view.path, s.span.line) for s in view.sites if s is not device]},
+            evidence_text=(
+                f"`{linked.site.code}` at {place(frame)} runs under `{key}`, like every hard-coded CUDA call of "
+                f"{report_path(view.path)}; the device it compares is written at "
+                f"{place_in(view.path, device.span.line)} as `{device.code}`"
+            ),
+        )
+
     def _fix(
         self, view: _File, frame: Frame, linked: _Link, failure: Failure, evidence: Evidence | None, sources: Sources
     ) -> Site | Decline:
-        plan = view.plan(linked)
+        unwritten = _not_written_there(evidence, frame, linked.site)
+        if unwritten is not None:
+            return self.decline(
+                f"`{linked.site.code}` at {place_in(view.path, linked.site.span.line)} cannot have written the device "
+                f"the run used there ({unwritten!r}): that definition is on a branch the run did not take"
+            )
+        plan = view.plan(linked, _traced_value(evidence, frame, linked.site))
         if isinstance(plan, str):
             return self.decline(plan)
         primary = plan.edits[0]
@@ -661,15 +772,90 @@ class _File:
             current = self.parents.get(current)
         return current if current is not None else self.module
 
+    # a switch around the sites -------------------------------------------------------------
+    def guard(self, node: cst.CSTNode) -> cst.BaseExpression | None:
+        """The switch the nearest ``if`` (or conditional expression) around ``node`` runs it
+        under, when that test is a plain name or attribute (``use_cuda``, ``args.cuda``) or
+        compares a device with a CUDA literal (``args.device == "cuda"``), and ``node`` is in
+        its body, not its ``else``."""
+        child, current = node, self.parents.get(node)
+        while current is not None and not isinstance(current, cst.FunctionDef | cst.ClassDef | cst.Module):
+            if isinstance(current, cst.If | cst.IfExp) and child is not current.test:
+                if child is not current.body:
+                    return None  # in the else branch
+                test = current.test
+                return test if isinstance(test, cst.Name | cst.Attribute) or _cuda_comparison(test) else None
+            child, current = current, self.parents.get(current)
+        return None
+
+    def compared_device(self, test: cst.Comparison) -> _Hardcoded | None:
+        """The one hard-coded device definition a ``X == "cuda"`` test reads (``args.device``
+        -> the argparse default ``"cuda"``), when there is exactly one."""
+        reads = self._reads_through(test, self._owner(test))
+        found = [
+            site for site in self.sites
+            if site.kind == "device-value" and not site.indexed and any(b in reads for b in site.binds)
+        ]
+        return found[0] if len(found) == 1 else None
+
+    def switch_written(self, test: cst.Name | cst.Attribute) -> tuple[cst.BaseExpression, str] | str | None:
+        """Where the switch's value is written, and how the report names it: the one assignment
+        of the name (in the test's function, else at module level), the one ``x.attr = ...`` of
+        the file, else the ``default=`` of the argparse option that sets the attribute; a text
+        when the option is a flag that only the command line turns on."""
+        if isinstance(test, cst.Name):
+            owner = self._owner(test)
+            if isinstance(owner, cst.FunctionDef) and test.value in parameter_names(owner):
+                return None  # the caller's value
+            for scope in dict.fromkeys((owner, self.module)):
+                if bindings_of(scope, test.value):
+                    value = bound_once(scope, test.value)
+                    return (value, f"`{test.value}`, where it is written") if value is not None else None
+            return None
+        attr = test.attr.value
+        assigned = [
+            node.value for node in walk(self.module) if isinstance(node, cst.Assign)
+            and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == attr for t in node.targets)
+        ]
+        if assigned:
+            return (assigned[0], f"`.{attr}`, where it is written") if len(assigned) == 1 else None
+        options = [
+            node for node in walk(self.module)
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "add_argument" and argparse_dest(node) == attr
+        ]
+        if len(options) != 1:
+            return None
+        default = keyword_arg(options[0], "default")
+        action = keyword_arg(options[0], "action")
+        if default is not None and m.matches(default.value, m.Name("True")):
+            return default.value, f"the default of the `{attr}` option"
+        store_true = action is not None and m.matches(action.value, m.SimpleString(value=m.MatchIfTrue(
+            lambda text: text.strip("'\"") == "store_true")))
+        if store_true and (default is None or m.matches(default.value, m.Name("False"))):
+            flag = one_line(self.module, options[0].args[0].value)
+            return f"a flag that is off unless the command line passes it ({flag} at {place_in(self.path, self.positions[options[0]].line)})"
+        return None
+
     # planning the edit ---------------------------------------------------------------------
-    def plan(self, linked: _Link) -> _Plan | str:
+    def plan(self, linked: _Link, traced: str | None = None) -> _Plan | str:
         """The edits: every site of the file, the linked one first; ``.cuda()`` gets the
         script's device variable (one is introduced when none is visible), ``.to("cuda")`` too
-        when one is visible, and every other site is made agnostic where it is written."""
+        when one is visible, and every other site is made agnostic where it is written. With
+        ``traced`` (the value the failing frame saw of the variable the linked site defines,
+        the very literal written there), another definition of that variable inside an ``if``
+        around which the linked one is not (``if ddp: device = f"cuda:{rank}"``) is a branch the
+        run did not take: it stays as it is."""
         if self.torch is None:
             return f"{report_path(self.path)} has no module-level `import torch` to write a device-agnostic expression with"
         sites = sorted(self.sites, key=lambda s: (s.span.line, s.span.col))
-        ordered = [linked.site, *[s for s in sites if s is not linked.site]]
+        # a site under a switch that asks for CUDA already (if use_cuda: with use_cuda =
+        # torch.cuda.is_available()) runs only where there is a GPU: it stays as it is
+        ordered = [
+            linked.site,
+            *[s for s in sites if s is not linked.site and not self._guarded_by_availability(s)
+              and not (traced is not None and self._other_branch(s, linked.site))],
+        ]
         plan = _Plan()
         names: dict[int, str | None] = {id(s): self._visible_device(s) for s in ordered if not s.indexed}
         missing = [s for s in ordered if s.kind == "cuda-method" and not s.indexed and names[id(s)] is None]
@@ -689,6 +875,24 @@ class _File:
             plan.device_name = plan.device_name or device
             plan.edits.append(self._edit(site, device))
         return plan
+
+    def _other_branch(self, site: _Hardcoded, linked: _Hardcoded) -> bool:
+        """Whether ``site`` defines the same variable as ``linked`` inside an ``if`` that does
+        not hold ``linked``."""
+        names = [b for b in linked.binds if b.startswith("name:")]
+        if site.kind != "device-value" or not names or not set(names) & set(site.binds):
+            return False
+        current = self.parents.get(site.node)
+        while current is not None and not isinstance(current, cst.FunctionDef | cst.ClassDef | cst.Module):
+            if isinstance(current, cst.If) and not _contains(self.positions[current], linked.span):
+                return True
+            current = self.parents.get(current)
+        return False
+
+    def _guarded_by_availability(self, site: _Hardcoded) -> bool:
+        test = self.guard(site.node)
+        written = self.switch_written(test) if isinstance(test, cst.Name | cst.Attribute) else None
+        return isinstance(written, tuple) and "is_available" in self.module.code_for_node(written[0])
 
     def _sees_new_device(self, site: _Hardcoded, owner: cst.CSTNode, anchor: Span) -> bool:
         """Whether an introduced device line (at the top of ``owner``) is in scope at the site."""
@@ -855,6 +1059,65 @@ def _target_name(target: cst.BaseExpression) -> str | None:
     if isinstance(target, cst.Attribute):
         return target.attr.value
     return None
+
+
+def _traced_value(evidence: Evidence | None, frame: Frame, site: _Hardcoded) -> str | None:
+    """The device string the failing frame saw in the variable ``site`` defines, when it is the
+    very literal written there (the run took that definition)."""
+    if evidence is None or not isinstance(site.node, cst.SimpleString):
+        return None
+    for bound in site.binds:
+        kind, _, name = bound.partition(":")
+        described = evidence.scope(frame).get(name) if kind == "name" else None
+        if described is not None and described.is_device and described.value == site.node.evaluated_value:
+            return str(described.value)
+    return None
+
+
+def _not_written_there(evidence: Evidence | None, frame: Frame, site: _Hardcoded) -> str | None:
+    """The traced device string of the variable ``site`` defines, when the literal written there
+    cannot give it (``f"cuda:{rank}"`` never gives ``"cuda"``)."""
+    if evidence is None or not isinstance(site.node, cst.SimpleString | cst.FormattedString):
+        return None
+    text = _literal_text(site.node)
+    for bound in site.binds:
+        kind, _, name = bound.partition(":")
+        described = evidence.scope(frame).get(name) if kind == "name" else None
+        if described is None or not described.is_device or not isinstance(described.value, str) or text is None:
+            continue
+        pattern = re.escape(text).replace(re.escape("{}"), r"\d+")
+        if not re.fullmatch(pattern, described.value):
+            return described.value
+    return None
+
+
+def _cuda_comparison(test: cst.BaseExpression) -> bool:
+    """``device == "cuda"``, ``args.device == "cuda"``, ``"cuda" in device``: a device compared
+    with a CUDA literal."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    left, right = test.left, target.comparator
+    if isinstance(target.operator, cst.Equal):
+        literal, other = (right, left) if isinstance(right, cst.SimpleString) else (left, right)
+    elif isinstance(target.operator, cst.In):
+        literal, other = left, right
+    else:
+        return False
+    return (isinstance(literal, cst.SimpleString) and _cuda_literal(literal)[0]
+            and isinstance(other, cst.Name | cst.Attribute))
+
+
+def _gated(view: _File, target: cst.BaseExpression) -> str:
+    """The switch's code gated on CUDA's availability: ``True`` -> ``torch.cuda.is_available()``,
+    ``not args.no_cuda`` -> ``not args.no_cuda and torch.cuda.is_available()``."""
+    code = view.module.code_for_node(target)
+    available = f"{view.torch}.cuda.is_available()"
+    if isinstance(target, cst.Name) and target.value == "True":
+        return available
+    if isinstance(target, cst.BooleanOperation | cst.IfExp | cst.Lambda | cst.NamedExpr):
+        return f"({code}) and {available}"
+    return f"{code} and {available}"
 
 
 def _cuda_choice(value: cst.BaseExpression) -> cst.IfExp | None:

@@ -22,8 +22,8 @@ from repairbot.analysis import (
     shape_text,
     walk,
 )
-from repairbot.codemod import method_call
-from repairbot.edits import Edit, Rewrite, SiteNodes
+from repairbot.codemod import append_keyword, method_call
+from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import (
@@ -96,12 +96,18 @@ def _reduced(dtype: str) -> bool:
 @dataclass(frozen=True)
 class CastToFloat(Rewrite):
     """Appends ``.float()`` (``method``: ``.double()`` for a model cast to float64 on purpose)
-    to the tensor-creating call at the site, nothing else."""
+    to the tensor-creating call at the site, nothing else; with ``dtype`` (``torch.float32``),
+    adds ``dtype=torch.float32`` to the call's arguments instead."""
 
     method: str = "float"
+    dtype: str | None = None
 
     def edits(self, nodes: SiteNodes) -> list[Edit]:
         call = nodes.node(cst.Call)
+        if self.dtype is not None:
+            if keyword_arg(call, "dtype") is not None:
+                raise EditError("the call has a dtype= already")
+            return [Edit(call, append_keyword(call, "dtype", cst.parse_expression(self.dtype)))]
         return [Edit(call, method_call(call, self.method))]
 
 
@@ -151,8 +157,15 @@ class DtypeMismatch(Pattern):
         ``__init__``, which becomes ``torch.from_numpy(features).float()``. ``TensorDataset``,
         ``Subset``, ``enumerate``, ``zip``, ``next(iter(...))``, ``batch[0]``/``batch["x"]``,
         tuple unpacking, calls of the project's own functions and classes (another module
-        included) and dtype-preserving methods (``.to(device)``, ``.view``, indexing) are
-        followed; for a failure in ``backward()`` the loss's own statement is read.
+        included, a closure called under another name, ``step_fn = make_train_step_fn(...)``,
+        when the traceback shows the call ran it) and dtype-preserving methods
+        (``.to(device)``, ``.view``, indexing) are followed; for a failure in ``backward()``
+        the loss's own statement is read. The conversion is written in the code's own form:
+        ``torch.tensor(X)`` becomes ``torch.tensor(X, dtype=torch.float32)`` when the call
+        takes keywords already (``requires_grad=True``, where ``.float()`` would give a
+        non-leaf copy whose ``.grad`` stays None) or the file writes its other conversions that
+        way (the float32 dtype spelled as the file spells it); otherwise, and always for
+        ``torch.from_numpy``, ``.float()`` is appended.
 
     Fix safety:
         Safe. The fix converts the data once, where it is made, to the dtype of the model it
@@ -631,9 +644,11 @@ class _Tracer:
         if others:
             notes = (f"Other float64 operands at {place(view.frame)} ({', '.join(others)}) are left to the next run.",)
         trail = _distinct_places(origin.trail)
+        dtype = _float32_keyword(file, call)
+        added = f"dtype={dtype}" if dtype is not None else ".float()"
         return self._cast_site(
             origin, "float",
-            summary=f"Added .float() to {code} at {where}: the float64 tensor made there reached {operation} "
+            summary=f"Added {added} to {code} at {where}: the float64 tensor made there reached {operation} "
             f"({against}) as {seen}",
             evidence={
                 "message_dtypes": list(self.message.dtypes),
@@ -644,18 +659,20 @@ class _Tracer:
             },
             evidence_text=f"traced {seen}; followed back: {' <- '.join(trail[1:])}",
             notes=notes,
+            dtype=dtype,
         )
 
     def _cast_site(
         self, made: Made, method: str, summary: str, evidence: dict[str, Any], evidence_text: str,
-        notes: tuple[str, ...] = (),
+        notes: tuple[str, ...] = (), dtype: str | None = None,
     ) -> Site:
-        """The site that appends ``.<method>()`` to the call that made the tensor."""
+        """The site that appends ``.<method>()`` to the call that made the tensor (or, with
+        ``dtype``, gives the call that ``dtype=``)."""
         return Site(
             pattern=self.pattern.ID,
             file=str(made.file.path),
             span=made.file.src.positions[made.call],
-            rewrite=CastToFloat(method),
+            rewrite=CastToFloat(method, dtype),
             summary=summary,
             applicability=self.pattern.APPLICABILITY,
             evidence=evidence,
@@ -673,6 +690,29 @@ class _Tracer:
         return f"`{frame.code}`" if frame is not None and frame.code else "the failing operation"
 
 
+
+
+def _float32_keyword(file: ProjectFile, call: cst.Call) -> str | None:
+    """``dtype=`` in the code's own words for a ``torch.tensor``/``torch.as_tensor`` call that
+    already takes keywords (``requires_grad=True``, after which ``.float()`` would give a
+    non-leaf copy) or in a file that writes ``torch.tensor(..., dtype=torch.float32)``: the
+    float32 dtype as the file spells it (``torch.float``), else ``<torch>.float32``. None for
+    ``.float()`` (``torch.from_numpy`` takes no dtype)."""
+    imports = file.src.imports
+    if not is_torch_name(imports.qualify(call.func), "torch.tensor", "torch.as_tensor", "torch.asarray") \
+            or not isinstance(call.func, cst.Attribute):
+        return None
+    written = [
+        keyword.value for node in walk(file.src.module) if isinstance(node, cst.Call)
+        and is_torch_name(imports.qualify(node.func), *_CREATIONS)
+        and (keyword := keyword_arg(node, "dtype")) is not None
+        and dtype_name(imports.qualify(keyword.value)) == _FLOAT32
+    ]
+    if not written and not any(arg.keyword is not None for arg in call.args):
+        return None
+    if written:
+        return file.code(written[0])
+    return f"{file.code(call.func.value)}.{_FLOAT32}"
 
 
 def _at_call(

@@ -77,6 +77,13 @@ _FLOAT_TARGET_LOSSES = frozenset({
     "binary_cross_entropy", "BCELoss", "binary_cross_entropy_with_logits", "BCEWithLogitsLoss",
     "huber_loss", "HuberLoss", "kl_div", "KLDivLoss",
 })
+# torch factories that write a dtype= (the float-target creation fix).
+_FACTORIES = (
+    "torch.tensor", "torch.as_tensor", "torch.full", "torch.ones", "torch.zeros", "torch.empty",
+    "torch.ones_like", "torch.zeros_like", "torch.full_like", "torch.randint", "torch.arange",
+)
+# Conversions to an integer dtype, renamed .float() for a float-target loss.
+_INTEGER_METHODS = frozenset({"long", "int", "short", "byte", "bool"})
 # Reads of a labels tensor that work the same whatever its dtype (for the creation-site fix).
 _COUNTS = frozenset({"size", "numel", "dim", "shape", "device", "ndim", "dtype"})  # no tensor comes out
 _MOVES = frozenset({"to", "cuda", "cpu"})  # the same labels on another device
@@ -172,7 +179,14 @@ class TargetDtype(Pattern):
         -> ``.long()``), and cast there when, read forward from there through the names, parameters
         and returns they pass, they feed only class-index losses (the failing call among them)
         and dtype-blind reads: one cast for every loss call. Labels also read as numbers
-        elsewhere (a regression loss, arithmetic) keep the fix at the loss call.
+        elsewhere (a regression loss, arithmetic) keep the fix at the loss call. The same holds
+        for integer labels of a float-target loss (a GAN's real and fake labels given to
+        ``nn.BCELoss`` at several calls): ``torch.ones(b, 1, dtype=torch.int64)`` gets
+        ``dtype=torch.float32`` (``torch.long`` -> ``torch.float``), ``torch.full((b,),
+        real_label)`` of a whole-number fill value gets ``dtype=torch.float`` added, ``.long()``
+        becomes ``.float()``; an in-place ``label.fill_(fake_label)`` between the loss calls
+        reads them blind there. Labels also read as integers (``torch.bincount(labels)``) keep
+        ``.float()`` at the loss call.
 
     Fix safety:
         Safe for integer targets (int32 to int64, or 0/1 integers to float, lose nothing).
@@ -185,7 +199,8 @@ class TargetDtype(Pattern):
         require grad (a model's output, not labels), ``torch.full`` labels of a fill value that is
         not a whole number (``0.9``: a smoothed BCE label, which ``.long()`` would make class 0), targets
         made by a sigmoid or softmax (probabilities) or by ``torch.randn``/``torch.rand`` (regression
-        values), ``(N, C)`` float targets of
+        values), integer BCE targets made by ``torch.randint`` with a bound above 2 (class
+        numbers, not 0/1 labels: as floats they would be targets outside [0, 1]), ``(N, C)`` float targets of
         ``MultiLabelMarginLoss`` (multi-hot rows, meant for ``BCEWithLogitsLoss``), a loss that is
         not a classification loss or cannot be told, and a loss called through another package or
         with ``*args``: declined with the remedy.
@@ -369,12 +384,11 @@ class _Locator:
             return self.decline(
                 f"the target `{code}` at {self.where} is already converted with .{self.want}(); the source changed since the run"
             )
-        if self.want == "long":
-            at_creation = self._creation(target_arg.value)
-            if isinstance(at_creation, Decline):
-                return at_creation
-            if at_creation is not None:
-                return self._site_at_creation(at_creation, code, target, name or "the loss")
+        at_creation = self._creation(target_arg.value)
+        if isinstance(at_creation, Decline):
+            return at_creation
+        if at_creation is not None:
+            return self._site_at_creation(at_creation, code, target, name or "the loss")
         return self._site_at_call(code, target, name or "the loss")
 
     # what kind of loss ----------------------------------------------------------------------
@@ -530,7 +544,7 @@ class _Locator:
         parents = src.wrapper.resolve(ParentNodeProvider)
         self._reached = set()
         losses = self._losses_in(src, _owner(src, made.call))
-        blind = _blind_or_target(made.call, parents, losses, self._onward(src, 0, ""), self._reached)
+        blind = self._blind(made.call, parents, losses, self._onward(src, 0, ""), self._reached)
         return blind and id(self.loss.call) in self._reached
 
     def _origin(self, name: str) -> Event | None:
@@ -584,6 +598,8 @@ class _Locator:
             return self._made_by(src, node.func.value, scope, depth + 1)  # labels.to(device): the same dtype
         qualified = src.imports.qualify(node.func)
         where = place_in(src.path, src.line(node))
+        if self.want == "float":
+            return self._made_float(src, node, qualified, where)
         if is_torch_name(qualified, *_CONTINUOUS):
             return self.decline(
                 f"the targets are made at {where} by `{one_line(src.module, node)}`: continuous random values (a "
@@ -621,21 +637,76 @@ class _Locator:
                     return None  # `full` imported bare: no torch prefix to write the dtype with
                 prefix = one_line(src.module, node.func.value)
                 return _Made(src, node, "add-dtype", f"{prefix}.long", where, f"dtype={prefix}.long added")
-            written = self._written_dtype(src, dtype.value, where)
+            return self._dtype_keyword(src, node, dtype.value, where)
+        return self._retyped(src, node, where)
+
+    def _dtype_keyword(self, src: Source, node: cst.Call, dtype: cst.BaseExpression, where: str) -> _Made | Decline | None:
+        """A creation's ``dtype=`` value replaced by the dtype the loss wants."""
+        written = (self._written_dtype if self.want == "long" else self._float_dtype)(src, dtype, where)
+        if not isinstance(written, str):
+            return written
+        return _Made(src, node, "dtype-keyword", written, where, f"dtype={one_line(src.module, dtype)} -> {written}")
+
+    def _retyped(self, src: Source, node: cst.Call, where: str) -> _Made | Decline | None:
+        """``.type(torch.float)`` -> ``.type(torch.long)``, ``.float()`` -> ``.long()`` (and the
+        reverse for a float-target loss)."""
+        if not isinstance(node.func, cst.Attribute):
+            return None
+        called = node.func.attr.value
+        if called == "type" and len(node.args) == 1 and node.args[0].keyword is None:
+            written = (self._written_dtype if self.want == "long" else self._float_dtype)(src, node.args[0].value, where)
             if not isinstance(written, str):
                 return written
-            return _Made(src, node, "dtype-keyword", written, where, f"dtype={one_line(src.module, dtype.value)} -> {written}")
-        if isinstance(node.func, cst.Attribute):
-            called = node.func.attr.value
-            if called == "type" and len(node.args) == 1 and node.args[0].keyword is None:
-                written = self._written_dtype(src, node.args[0].value, where)
-                if not isinstance(written, str):
-                    return written
-                was = one_line(src.module, node.args[0].value)
-                return _Made(src, node, "type-arg", written, where, f".type({was}) -> .type({written})")
-            if called in ("float", "double", "half") and not node.args:
-                return _Made(src, node, "method", "long", where, f".{called}() -> .long()")
+            was = one_line(src.module, node.args[0].value)
+            return _Made(src, node, "type-arg", written, where, f".type({was}) -> .type({written})")
+        methods, method = (("float", "double", "half"), "long") if self.want == "long" else (_INTEGER_METHODS, "float")
+        if called in methods and not node.args:
+            return _Made(src, node, "method", method, where, f".{called}() -> .{method}()")
         return None
+
+    def _made_float(self, src: Source, node: cst.Call, qualified: str | None, where: str) -> _Made | Decline | None:
+        """For a float-target loss (BCE): the torch call that makes the integer labels, and its
+        float twin in the code's own words: ``dtype=torch.long`` -> ``dtype=torch.float``
+        (``torch.int64`` -> ``torch.float32``), ``torch.full`` of a whole-number fill value (an
+        int64 tensor) or ``torch.tensor`` of integers gets ``dtype=torch.float``, ``.long()``
+        ``.float()``, ``.type(torch.long)`` ``.type(torch.float)``."""
+        high = _randint_high(node) if is_torch_name(qualified, "torch.randint") else None
+        if high is not None and high > 2:
+            return self.decline(
+                f"the targets are made at {where} by `{one_line(src.module, node)}`: integers up to {high - 1}, not 0/1 "
+                "labels; as floats they would be targets outside [0, 1], which BCE takes as probabilities",
+                diagnosis=f"for one of {high} classes per sample use nn.CrossEntropyLoss with the integer labels; for "
+                "0/1 targets make them with torch.randint(0, 2, ...)",
+            )
+        if is_torch_name(qualified, *_FACTORIES):
+            dtype = keyword_arg(node, "dtype")
+            if dtype is not None:
+                return self._dtype_keyword(src, node, dtype.value, where)
+            if not is_torch_name(qualified, "torch.full", "torch.tensor", "torch.as_tensor", "torch.randint") \
+                    or not isinstance(node.func, cst.Attribute):
+                return None  # made float already, or `full` imported bare: no torch prefix to write the dtype with
+            prefix = one_line(src.module, node.func.value)
+            return _Made(src, node, "add-dtype", f"{prefix}.float", where, f"dtype={prefix}.float added")
+        return self._retyped(src, node, where)
+
+    def _float_dtype(self, src: Source, dtype: cst.BaseExpression, where: str) -> str | Decline | None:
+        """``torch.float`` (``torch.float32`` for a sized name) in the prefix the code writes, for
+        an integer dtype written out."""
+        if not isinstance(dtype, cst.Attribute):
+            return None
+        written = src.imports.qualify(dtype)
+        name = dtype_name(written) if written is not None and written.startswith("torch.") else None
+        if name is None:
+            return None
+        if name.startswith(("float", "bfloat")):
+            return self.decline(
+                f"the labels are made with dtype {one_line(src.module, dtype)} at {where}, yet were {self.found} at "
+                f"{self.where}: the source changed since the run"
+            )
+        if not name.startswith(("int", "uint")) and name != "bool":
+            return None
+        sized = any(ch.isdigit() for ch in dtype.attr.value)
+        return f"{one_line(src.module, dtype.value)}.{'float32' if sized else 'float'}"
 
     def _written_dtype(self, src: Source, dtype: cst.BaseExpression, where: str) -> str | Decline | None:
         """``torch.long`` in the prefix the code writes, for a floating dtype written out."""
@@ -696,6 +767,15 @@ class _Locator:
             return None
         return made
 
+    def _blind(
+        self, read: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int], onward: Onward | None = None,
+        reached: set[int] | None = None,
+    ) -> bool:
+        """``_blind_or_target`` for this loss: for float targets an in-place ``labels.fill_(v)``
+        statement too (the DCGAN step refills one label tensor for its real and fake passes);
+        not for class indices, where a fill of 0.9 into int64 labels would be lost."""
+        return _blind_or_target(read, parents, losses, onward, reached, fills=self.want == "float")
+
     def _followed_reads_blind(self, made: _Made) -> bool:
         """Whether each name the labels were followed through (``labels = torch.tensor(...)``,
         ``train_labels = labels[:800]``) is read after its binding only on the way to the loss,
@@ -710,7 +790,7 @@ class _Locator:
                     continue
                 if isinstance(parents.get(read), cst.AssignTarget):
                     continue
-                if not _blind_or_target(read, parents, losses, onward):
+                if not self._blind(read, parents, losses, onward):
                     return False
         return True
 
@@ -721,16 +801,18 @@ class _Locator:
         bound = {id(n) for each in walk(owner) for n in _bound_names(each)}
         onward = self._onward(src, depth, name)
         return all(
-            _blind_or_target(read, parents, losses, onward, self._reached)
+            self._blind(read, parents, losses, onward, self._reached)
             for read in name_reads(owner, name) if id(read) not in bound
         )
 
     def _losses_in(self, src: Source, owner: cst.CSTNode) -> set[int]:
-        """The calls in ``owner`` that take class indices: the failing loss's callee, a torch index loss."""
+        """The calls in ``owner`` that take the dtype wanted: the failing loss's callee, a torch
+        index loss (a float-target loss for ``.float()``)."""
+        wanted = _INDEX_LOSSES if self.want == "long" else _FLOAT_TARGET_LOSSES
         return {
             id(c) for c in _calls_in(owner)
             if (src.path == self.src.path and _same_callee(src, c, self.loss.call))
-            or loss_name(c, src.imports, Scope()) in _INDEX_LOSSES
+            or loss_name(c, src.imports, Scope()) in wanted
         }
 
     def _onward(self, src: Source, depth: int, name: str) -> Onward:
@@ -786,7 +868,7 @@ class _Locator:
         for call in calls:
             assign = parents.get(call)
             if not isinstance(assign, cst.Assign) or assign.value is not call or len(assign.targets) != 1:
-                if position != -1 or not _blind_or_target(
+                if position != -1 or not self._blind(
                     call, parents, self._losses_in(src, _owner(src, call)), self._onward(src, depth + 1, ""), self._reached
                 ):
                     return False
@@ -813,7 +895,7 @@ class _Locator:
         for read in name_reads(owner, name):
             if id(read) in bound:
                 continue
-            if not _blind_or_target(read, parents, target_values, self._onward(self.src, 0, name), self._reached):
+            if not self._blind(read, parents, target_values, self._onward(self.src, 0, name), self._reached):
                 return False
         return True
 
@@ -851,13 +933,14 @@ class _Locator:
             file=str(made.src.path),
             span=span,
             rewrite=CreationDtype(made.edit, made.dtype),
-            summary=f"Made the class labels int64 where they are created at {made.where} ({made.how}): they reached the "
-            f"{loss} call at {self.where} as {self.found}{traced}, and the code reads them only as class targets (and in "
-            "comparisons and counts)",
+            summary=f"Made the {'class labels int64' if self.want == 'long' else 'labels floating point'} where they are "
+            f"created at {made.where} ({made.how}): they reached the {loss} call at {self.where} as {self.found}{traced}, "
+            f"and the code reads them only as {'class ' if self.want == 'long' else ''}targets (and in comparisons and counts)",
             applicability=self._applicability(),
             evidence=self._evidence(code, target, loss, "creation"),
             evidence_text=f"{loss} at {self.where} got {_an(self.found)} target{traced}; the labels are made once at "
-            f"{made.where}{through}, and read only as class targets, in comparisons and in counts",
+            f"{made.where}{through}, and read only as {'class ' if self.want == 'long' else ''}targets, in comparisons and "
+            "in counts",
             notes=self._notes(),
         )
 
@@ -892,7 +975,7 @@ class _Locator:
 
 def _blind_or_target(
     read: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int], onward: Onward | None = None,
-    reached: set[int] | None = None,
+    reached: set[int] | None = None, fills: bool = False,
 ) -> bool:
     """Whether a read of the labels ends as a loss's target argument, or in something whose
     result does not depend on their dtype (a comparison, ``len()``, ``.size()``, ``.shape``);
@@ -929,6 +1012,9 @@ def _blind_or_target(
         if isinstance(parent, cst.Comparison | cst.ComparisonTarget):
             return True
         if isinstance(parent, cst.Attribute):
+            if fills and parent.value is child and parent.attr.value == "fill_":
+                call = parents.get(parent)
+                return isinstance(call, cst.Call) and call.func is parent and isinstance(parents.get(call), cst.Expr)
             if parent.value is not child or parent.attr.value not in _COUNTS | _MOVES:
                 return False
             if parent.attr.value in _COUNTS:
@@ -1132,6 +1218,17 @@ def _dataset_reads_blind(
             if not _blind_or_target(node, parents, set()):
                 return False
     return True
+
+
+def _randint_high(call: cst.Call) -> int | None:
+    """The ``high`` of ``torch.randint(high, size)`` / ``torch.randint(low, high, size)`` when it is
+    written as a whole number."""
+    high = keyword_arg(call, "high")
+    positional = [a for a in call.args if a.keyword is None]
+    value = high.value if high is not None else (
+        positional[1].value if len(positional) >= 3 else positional[0].value if len(positional) == 2 else None
+    )
+    return int(value.evaluated_value) if isinstance(value, cst.Integer) else None
 
 
 def _an(word: str) -> str:

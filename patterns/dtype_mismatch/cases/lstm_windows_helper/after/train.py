@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader, TensorDataset
 def make_windows(series, length):
     x = np.stack([series[i : i + length] for i in range(len(series) - length)])[:, :, None]
     y = series[length:, None]
-    return torch.as_tensor(x).float(), torch.as_tensor(y, dtype=torch.float32)
+    return torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32)
 
 
 class Forecaster(nn.Module):

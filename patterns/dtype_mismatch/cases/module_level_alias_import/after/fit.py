@@ -6,7 +6,7 @@ rng = np.random.default_rng(7)
 table = rng.uniform(0.0, 1.0, size=(64, 3))
 prices = table @ np.array([3.0, -1.0, 2.0]) + 0.5
 
-X = T.tensor(table).float()
+X = T.tensor(table, dtype=T.float32)
 y = T.tensor(prices, dtype=T.float32)
 W = T.zeros(3, requires_grad=True)
 b = T.zeros(1, requires_grad=True)
