@@ -119,3 +119,18 @@ def test_losses_with_a_step_between_are_not_added() -> None:
     assert "runs between the two backward() calls" in diagnosis and "fake.detach()" in diagnosis
     assert "Add the losses" not in diagnosis and ").backward()`" not in diagnosis
     assert _diagnosis("backward-twice/two_losses_shared_encoder").startswith("Add the losses")
+
+
+def test_a_flatten_of_the_models_own_input_names_both_sample_sizes() -> None:
+    # colour images into a model written for grayscale digits: the data or the model may be
+    # the wrong side, so neither `flatten(1)` nor a wider Linear is advised
+    diagnosis = _diagnosis("batch-size-mismatch/decline_input_flattened_colour")
+    assert NOTHING in diagnosis and "train.py:14" in diagnosis
+    assert "3 x 784 = 2352 values" in diagnosis and "flattens it to 784" in diagnosis
+    assert "flatten(1)" not in diagnosis and "in_features=" not in diagnosis
+
+
+def test_a_flatten_after_the_models_own_layers_keeps_its_remedy() -> None:
+    # the conv feature map is the model's own output: its hard-coded flatten is the wrong side
+    diagnosis = _diagnosis("batch-size-mismatch/flatten_hardcoded_size")
+    assert "Keep the batch dimension" in diagnosis and NOTHING not in diagnosis

@@ -12,6 +12,7 @@ from repairbot.analysis import (
     Description,
     Source,
     frame_at,
+    last_binding,
     local_tensors,
     numel,
     place,
@@ -20,7 +21,7 @@ from repairbot.analysis import (
     source,
     walk,
 )
-from repairbot.evidence import Evidence
+from repairbot.evidence import Evidence, LinearTrace
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.types import Applicability, Decline, Failure, Frame
@@ -32,6 +33,9 @@ class Reshape:
 
     frame: Frame
     code: str
+    # the name it reshapes when that is the function's own parameter, unchanged before it
+    # (``def forward(self, x): x = x.view(-1, 784)``): the model's input as the data gave it
+    flattens_input: str | None = None
 
 
 class BatchSizeMismatch(Pattern):
@@ -55,6 +59,11 @@ class BatchSizeMismatch(Pattern):
         ``x = x.view(-1, 16 * 5 * 5)`` in ``forward`` with 40x40 inputs: "the model returned 4
         rows per sample"; the remedy is ``x = x.flatten(1)`` (or ``x.view(x.size(0), -1)``) and
         then the Linear's ``in_features`` for the real size, which linear-in-features fixes.
+        That remedy is given only where the flatten reshapes what the model's own layers made
+        (a feature map). Where it reshapes the model's input as the data gave it
+        (``def forward(self, x): x = x.view(-1, 28 * 28)`` fed 3-channel images), either side
+        may be wrong (colour data for a grayscale model, or a model sized for other data): the
+        diagnosis names both sample sizes and where the flatten is written, and proposes nothing.
 
     Fix safety:
         Never edited automatically: the right flatten and the right ``in_features`` depend on
@@ -166,6 +175,8 @@ class BatchSizeMismatch(Pattern):
                 f"each sample is split into {rows // targets} rows" if rows > targets
                 else f"{targets // rows} samples are merged into each row"
             )
+            if reshape.flattens_input is not None and rows > targets:
+                return self._sample_size_disagrees(reshape, linear, frame, what, fed, rows, targets)
             then = "then set the next Linear's in_features to the real feature size"
             if linear is not None and linear.site is not None and (rows * linear.in_features) % targets == 0:
                 then = (
@@ -185,6 +196,31 @@ class BatchSizeMismatch(Pattern):
         listed = "; candidates: " + ", ".join(f"`{r.code}` at {place(r.frame)}" for r in reshapes) if reshapes else ""
         return self.decline(f"{what}{fed}{listed}", diagnosis=self.REMEDY, at=frame)
 
+    def _sample_size_disagrees(
+        self, reshape: Reshape, linear: LinearTrace | None, frame: Frame, what: str, fed: str, rows: int, targets: int
+    ) -> Decline:
+        """The model's input itself flattened to a fixed size that one sample exceeds: the data
+        (colour images for a model written for grayscale ones) or the model (written for other
+        data) may be the wrong side, and the run does not show which, so nothing is proposed."""
+        name = reshape.flattens_input
+        in_features = linear.in_features if linear is not None else None
+        sizes = (
+            f"one sample of `{name}` holds {rows // targets} x {in_features} = {rows * in_features // targets} values, "
+            f"the model flattens it to {in_features}" if in_features
+            else f"one sample of `{name}` holds {rows // targets} times the size the model flattens it to"
+        )
+        return self.decline(
+            f"{what}{fed}. `{reshape.code}` at {place(reshape.frame)} flattens the model's input `{name}` "
+            f"as the data gave it: {sizes}",
+            diagnosis=(
+                f"The data and the model disagree on the size of one sample: {sizes} (`{reshape.code}` at "
+                f"{place(reshape.frame)}), so each sample became {rows // targets} rows of the batch that reached "
+                f"the loss at {place(frame)}. Which side is wrong (images with more channels than the model was "
+                "written for, or a model sized for other data) the run does not show, so no change is proposed."
+            ),
+            at=reshape.frame,
+        )
+
 
 def _is_float(tensor: Description) -> bool:
     return (tensor.dtype or "").startswith(("float", "bfloat", "half", "double"))
@@ -202,11 +238,27 @@ def _reshapes(sources: Sources, files: list[str]) -> list[Reshape]:
         if src is None:
             continue
         found += [
-            Reshape(frame_at(str(src.path), span.line), src.code(node))
+            Reshape(frame_at(str(src.path), span.line), src.code(node), _reshaped_parameter(src, node, span.line))
             for node, span in src.positions.items()
             if isinstance(node, cst.Call) and _flattens_to_fixed_size(src, node)
         ]
     return sorted(found, key=lambda r: (r.frame.file, r.frame.line))
+
+
+def _reshaped_parameter(src: Source, call: cst.Call, line: int) -> str | None:
+    """The name ``call`` reshapes when it is a parameter of the function around it that no
+    statement before rebinds: the value the caller passed, unchanged (for ``forward``, the data)."""
+    target = call.func.value if isinstance(call.func, cst.Attribute) else None
+    if not isinstance(target, cst.Name):
+        return None
+    functions = src.around(line, cst.FunctionDef)
+    if not functions or not isinstance(functions[0], cst.FunctionDef):
+        return None
+    params = functions[0].params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    if target.value not in names or target.value == "self":
+        return None
+    return target.value if last_binding(src, target.value, line) is None else None
 
 
 def _flattens_to_fixed_size(src: Source, call: cst.Call) -> bool:
