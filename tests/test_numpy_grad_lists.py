@@ -1,9 +1,17 @@
-"""numpy-grad on a list of non-scalar tensors: declined, and the decline names the list."""
+"""numpy-grad on lists: a list of non-scalar tensors is declined naming the list; a list of losses
+plotted after training gets ``.item()`` where it is filled."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
 from repairbot.sources import Sources
 from repairbot.types import Decline
+from tests.support import commit_all, init_repo, run_cli
 from tests.test_pattern_cases import CASES, _locate
 
 
@@ -48,3 +56,50 @@ def test_expression_whose_traced_operands_do_not_require_grad_is_declined() -> N
     found = _case_locate("decline_expression_operands_detached")
     assert isinstance(found, Decline)
     assert "no argument of `np.save(\"residual.npy\", x @ w - net(x))`" in found.reason
+
+
+PLOTTED_AFTER_TRAINING = '''\
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+x = torch.randn(64, 3)
+y = x @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.1 * torch.randn(64, 1)
+model = nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+losses = []
+for step in range(50):
+    opt.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    losses.append(loss)
+
+plt.plot(losses)
+plt.savefig("loss.png")
+pred = model(x)
+plt.scatter(y.numpy(), pred)
+plt.savefig("fit.png")
+print("done")
+'''
+
+
+@pytest.mark.torch
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib is not installed")
+def test_plots_after_training_get_item_where_the_list_is_filled_and_detach_at_the_plot(tmp_path: Path) -> None:
+    # plt.plot / plt.scatter call numpy() on what they are given: the script's real plotting
+    # code after the loop, fixed at the append and at the scatter, verified by reaching the end
+    repo = init_repo(tmp_path / "repo")
+    (repo / "train.py").write_text(PLOTTED_AFTER_TRAINING)
+    commit_all(repo)
+    result = run_cli("fix", "train.py", "--dry-run", "--json", "-", cwd=repo, env={"MPLBACKEND": "Agg"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["status"] == "fixed"
+    assert [a["fix"]["pattern"] for a in report["attempts"]] == ["numpy-grad", "numpy-grad"]
+    added = [line[1:] for line in report["diff"].splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert added == ["    losses.append(loss.item())", "plt.scatter(y.numpy(), pred.detach().cpu().numpy())"]
+    assert not (repo / "loss.png").exists() and not (repo / "fit.png").exists()  # the runs' files are removed
