@@ -172,7 +172,8 @@ def test_no_branch_writes_only_the_cell_into_the_notebook(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stdout + result.stderr
     assert path.read_bytes() == original.replace(
         b'"X_train_tensor = torch.tensor(X_train, device=device)\\n"',
-        b'"X_train_tensor = torch.tensor(X_train, device=device).float()\\n"',
+        # the file writes its conversions with dtype= (torch.zeros(..., dtype=torch.float32, device=device))
+        b'"X_train_tensor = torch.tensor(X_train, device=device, dtype=torch.float32)\\n"',
     )
     assert git(repo, "status", "--porcelain") == f" M {script}\n"
     # the committed-style diff of the .ipynb is one line
