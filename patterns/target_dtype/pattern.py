@@ -44,7 +44,6 @@ from repairbot.provenance import (
     Lost,
     Made,
     Result,
-    TracedFrame,
     ValueWalk,
     parameter_names,
     project_sources,
@@ -502,11 +501,9 @@ class _Locator:
         if self.evidence is None:
             return None
         walk = ValueWalk(self.failure, self.evidence, self.sources, self._at_walked_call)
-        index = next((i for i, f in enumerate(walk.frames) if f == self.frame), None)
-        view = walk.view(index) if index is not None else None
-        if not isinstance(view, TracedFrame):
+        result = walk.follow_name_at(self.frame, name)
+        if result is None:
             return None
-        result = walk.follow(cst.Name(name), view.ctx, ())
         made = self._walked.get(id(result.call if isinstance(result, Made) else result.node))
         if isinstance(made, Decline) or not isinstance(result, Made) or made is None:
             return made if isinstance(made, Decline) else None
