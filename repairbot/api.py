@@ -27,7 +27,7 @@ from repairbot.loop import (
     LoopResult,
     RepairLoop,
     collect_health,
-    failure_key,
+    harness_fault,
     run_request,
     stop_reason,
 )
@@ -51,7 +51,6 @@ from repairbot.types import (
     BadInput,
     Decline,
     Failure,
-    HarnessFault,
     Outcome,
     RepairReport,
     RunLimits,
@@ -514,11 +513,7 @@ def doctor(
             plain = setup.runner.run(plain_request)
             if on_run is not None:
                 on_run(plain_request, plain)
-            if failure_key(plain.failure) != failure_key(run.failure):
-                fault = HarnessFault(
-                    failure=run.failure, frame=run.failure.harness_frame, plain_status=plain.status,
-                    plain_failure=plain.failure, plain_exit_code=plain.exit_code, plain_output=plain.output_tail(),
-                )
+            fault = harness_fault(run, plain)
     if run.status is RunStatus.HARNESS_ERROR:
         raise BadInput(run.harness_error or "the tracing harness could not start")
     if fault is not None:

@@ -182,6 +182,18 @@ def _stopped_note(run: RunResult, limits: Limits) -> str:
     )
 
 
+def harness_fault(run: RunResult, plain: RunResult) -> HarnessFault | None:
+    """The harness's fault, when its own code raised ``run``'s failure and ``plain`` (the script
+    without the harness) does not fail the same way; None when the failure is the script's."""
+    failure = run.failure
+    if failure is None or failure.harness_frame is None or failure_key(plain.failure) == failure_key(failure):
+        return None
+    return HarnessFault(
+        failure=failure, frame=failure.harness_frame, plain_status=plain.status,
+        plain_failure=plain.failure, plain_exit_code=plain.exit_code, plain_output=plain.output_tail(),
+    )
+
+
 def _planned_last_batch(evidence: Evidence) -> LastBatch | None:
     """The planned last batch that the failing batch may be (its size is the rows of a tensor of
     the failing module's input or of the user's frames) and that the real run may never reach:
@@ -304,8 +316,9 @@ class RepairLoop:
                     self.overlay, why="the script without the harness (the harness's own code raised the failure)",
                     plain=True,
                 )
-                if failure_key(plain.failure) != key:
-                    return self._harness_failed(attempts, run, plain)
+                fault = harness_fault(run, plain)
+                if fault is not None:
+                    return self._harness_failed(attempts, run, fault)
                 self.notes.append(
                     f"{failure.headline} was raised inside repairbot's harness "
                     f"({harness_file(failure.harness_frame.file)}:{failure.harness_frame.line}), "
@@ -487,14 +500,8 @@ class RepairLoop:
             )
         return None
 
-    def _harness_failed(self, attempts: list[Attempt], run: RunResult, plain: RunResult) -> LoopResult:
+    def _harness_failed(self, attempts: list[Attempt], run: RunResult, fault: HarnessFault) -> LoopResult:
         """The stop where the harness's own code raised the failure and the plain run does not."""
-        failure = run.failure
-        assert failure is not None and failure.harness_frame is not None
-        fault = HarnessFault(
-            failure=failure, frame=failure.harness_frame, plain_status=plain.status,
-            plain_failure=plain.failure, plain_exit_code=plain.exit_code, plain_output=plain.output_tail(),
-        )
         self.notes.append(
             "This is a bug in repairbot, not in the script: nothing was changed. Please report it with this output."
         )
