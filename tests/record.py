@@ -21,10 +21,10 @@ from repairbot.trace.runner import RunRequest, SubprocessRunner
 from tests.support import (
     PatternCase,
     copy_project,
-    cuda_available,
     make_cuda_checkpoint,
     make_plain_checkpoint,
     pattern_cases,
+    unmet_requirement,
 )
 
 # A traceback printed at the start of a line (a DataLoader worker's "Original Traceback (most
@@ -54,8 +54,8 @@ def _normalise(value: Any, project: Path) -> Any:
 
 
 def recordable(case: PatternCase) -> bool:
-    """Cases that need a GPU keep their hand-checked records on machines without one."""
-    return "cuda" not in case.config.get("requires", ()) or cuda_available()
+    """Cases that need a GPU (or an optional framework) keep their records on machines without one."""
+    return unmet_requirement(case.config.get("requires", ())) is None
 
 
 def _request(case: PatternCase, project: Path, probes: frozenset[str]) -> RunRequest:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tomllib
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,30 @@ def cuda_available() -> bool:
         return False
     probe = subprocess.run([PYTHON, "-c", "import torch; print(torch.cuda.is_available())"], capture_output=True, text=True, check=False)
     return probe.stdout.strip() == "True"
+
+
+def unmet_requirement(requires: Iterable[str]) -> str | None:
+    """Why a test or fixture that needs ``requires`` cannot run here, or None.
+
+    ``requires`` names ``"cuda"`` (a CUDA GPU) and import names of optional test extras
+    (``"lightning"``, ``"transformers"``, ``"accelerate"``), asked of the interpreter that runs the
+    scripts, in a child process (importing them here would slow every test worker).
+    """
+    modules = [name for name in requires if name != "cuda"]
+    if "cuda" in requires and not cuda_available():
+        return "needs a CUDA GPU"
+    if modules:
+        missing = _missing_modules(tuple(modules))
+        if missing:
+            return f"needs {', '.join(missing)} (pip install {' '.join(missing)}; CI installs the test extras)"
+    return None
+
+
+@functools.cache
+def _missing_modules(modules: tuple[str, ...]) -> tuple[str, ...]:
+    code = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+    probe = subprocess.run([PYTHON, "-c", code, *modules], capture_output=True, text=True, check=False)
+    return tuple(probe.stdout.split()) if probe.returncode == 0 else modules
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> str:

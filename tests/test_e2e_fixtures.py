@@ -17,12 +17,12 @@ import pytest
 from tests.support import (
     PYTHON,
     Fixture,
-    cuda_available,
     fixtures,
     git,
     prepare_fixture,
     run_cli,
     snapshot,
+    unmet_requirement,
 )
 from tests.test_reports import check_markdown, check_sarif, validate_report, validate_sarif
 
@@ -40,8 +40,8 @@ def prepare(fixture: Fixture, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
 def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -> None:
     config = fixture.config
-    if "cuda" in config.get("requires", ()) and not cuda_available():
-        pytest.skip("needs a CUDA GPU")
+    if reason := unmet_requirement(config.get("requires", ())):
+        pytest.skip(reason)
     repo = prepare(fixture, tmp_path)
     before = snapshot(repo)
     report_path = tmp_path / "report.json"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.record import recordable, recording
-from tests.support import PatternCase, pattern_cases
+from tests.support import PatternCase, pattern_cases, unmet_requirement
 
 CASES = pattern_cases()
 _SHOWN = 40  # diff lines in a failure: enough to see the first differences, short enough to read
@@ -129,7 +129,7 @@ def test_first_differences_shows_the_changed_lines() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_recording_is_current(case: PatternCase) -> None:
     if not recordable(case):
-        pytest.skip("recorded with a GPU; this machine has none")
+        pytest.skip(unmet_requirement(case.config.get("requires", ())) or "not recordable here")
     recorded = recording(case)
     assert recorded is not None
     committed_text = (case.folder / "evidence.json").read_text(encoding="utf-8")
