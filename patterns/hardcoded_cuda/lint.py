@@ -224,6 +224,20 @@ class HardcodedCuda(LintRule):
                 return True
         return False
 
+    def _in_lightning(self, node: cst.CSTNode) -> bool:
+        """Report a device hard-coded in a LightningModule's method with Lightning's own remedy
+        (the module knows its device: ``self.device``), without a fix: whether ``self.device``
+        can stand there depends on what the receiver is."""
+        if self.context.lightning_hook() is None:
+            return False
+        self.report(
+            node,
+            f"`{self.context.code(node)}` hard-codes CUDA inside a LightningModule: it fails without a GPU "
+            "and ignores the Trainer's `accelerator`/`devices`; use the module's device, `self.device` "
+            "(Lightning already moves the batch there)",
+        )
+        return True
+
     def _choose(self, device: cst.SimpleString) -> cst.IfExp | None:
         """``"cuda" if torch.cuda.is_available() else "cpu"``, with the torch alias bound where
         the visited node runs (None without one)."""
@@ -243,6 +257,8 @@ class HardcodedCuda(LintRule):
         if value is None or not (value == "cuda" or value.startswith("cuda:")) or self._guarded():
             return
         assert isinstance(node, cst.SimpleString)
+        if self._in_lightning(node):
+            return
         self.report(
             node,
             f"the device {value!r} is hard-coded: this fails on a machine without a GPU; choose it at run time "
@@ -287,6 +303,8 @@ class HardcodedCuda(LintRule):
         ordinal = number(index.value) if index is not None else None
         if (index is not None and ordinal is None) or self.gpu_only or self._guarded():
             return  # x.cuda(rank): one GPU per process, chosen on purpose
+        if self._in_lightning(node):
+            return
         replacement = None
         device = "cuda" if ordinal is None else f"cuda:{int(ordinal)}"
         choice = self._choose(cst.SimpleString(self.context.string_literal(device)))

@@ -140,6 +140,8 @@ class OptimizerBeforeToDevice(LintRule):
             if is_method_call(item, "parameters") and isinstance(item, cst.Call)
             and (name := dotted_name(receiver(item) or cst.Name("_")))
         }
+        if models == {"self"} and self.context.lightning_hook("configure_optimizers"):
+            return  # Lightning moves the module to its device before it calls configure_optimizers
         if models:
             self.optimizers.append((node, models, scope, self.order))
 

@@ -37,6 +37,7 @@ import libcst as cst
 
 from repairbot.analysis import ImportTable, dotted_name, is_torch_name
 from repairbot.edits import Replacement
+from repairbot.lint.frameworks import lightning_classes, lightning_hook
 from repairbot.lint.walk import descendants
 from repairbot.types import Applicability
 from repairbot.unit import DocFormat, Kind, Unit
@@ -125,6 +126,7 @@ class FileContext:
     # The nodes from the module down to the one being visited (it included), during the walk.
     stack: list[cst.CSTNode] = field(default_factory=list)
     _quote: str | None = None
+    _lightning: dict[str, cst.ClassDef] | None = None
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The full dotted name an expression refers to through the file's imports."""
@@ -141,6 +143,17 @@ class FileContext:
     def ancestors(self) -> tuple[cst.CSTNode, ...]:
         """The ancestors of the node being visited, innermost first (a snapshot)."""
         return tuple(reversed(self.stack[:-1]))
+
+    def lightning_classes(self) -> dict[str, cst.ClassDef]:
+        """The file's LightningModule classes by name (``lint.frameworks``, computed once)."""
+        if self._lightning is None:
+            self._lightning = lightning_classes(self.module, self.imports)
+        return self._lightning
+
+    def lightning_hook(self, *hooks: str) -> cst.ClassDef | None:
+        """The LightningModule whose method (one of ``hooks``; any when none) the walk is in."""
+        classes = self.lightning_classes()
+        return lightning_hook(self.stack, classes, *hooks) if classes else None
 
     def code(self, node: cst.CSTNode) -> str:
         """A node's code on one line (for messages)."""

@@ -1,0 +1,71 @@
+"""Which classes of a file a training framework drives (one home for the question, for every rule).
+
+A LightningModule's hooks run inside Lightning's loop: Lightning switches train/eval modes,
+calls ``zero_grad``/``backward``/``step`` under automatic optimization, runs ``validation_step``
+under no_grad, and moves the module to its device before ``configure_optimizers``. Rules that
+would report those things as missing ask here instead of guessing from names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from repairbot.analysis import ImportTable, dotted_name, is_false
+from repairbot.lint.walk import descendants
+
+# the qualified names of Lightning's LightningModule, under each package that exports it
+LIGHTNING_MODULES = frozenset({
+    "lightning.LightningModule",
+    "lightning.pytorch.LightningModule",
+    "lightning.pytorch.core.LightningModule",
+    "lightning.pytorch.core.module.LightningModule",
+    "pytorch_lightning.LightningModule",
+    "pytorch_lightning.core.LightningModule",
+    "pytorch_lightning.core.module.LightningModule",
+})
+
+
+def lightning_classes(module: cst.Module, imports: ImportTable) -> dict[str, cst.ClassDef]:
+    """The classes of ``module`` that are LightningModules: a base imported from Lightning
+    (under any alias), or a class of this file that is one (a subclass of a user subclass)."""
+    classes = [node for node in descendants(module) if isinstance(node, cst.ClassDef)]
+    found: dict[str, cst.ClassDef] = {}
+    changed = True
+    while changed:  # a subclass may come before its base in the file
+        changed = False
+        for node in classes:
+            if node.name.value in found:
+                continue
+            for base in node.bases:
+                if imports.qualify(base.value) in LIGHTNING_MODULES or dotted_name(base.value) in found:
+                    found[node.name.value] = node
+                    changed = True
+                    break
+    return found
+
+
+def automatic_optimization(node: cst.ClassDef) -> bool:
+    """Whether Lightning optimizes for this class (no ``self.automatic_optimization = False``)."""
+    for item in descendants(node):
+        if isinstance(item, cst.Assign) and is_false(item.value) and any(
+            dotted_name(target.target) == "self.automatic_optimization" for target in item.targets
+        ):
+            return False
+    return True
+
+
+def lightning_hook(
+    stack: Sequence[cst.CSTNode], lightning: dict[str, cst.ClassDef], *hooks: str
+) -> cst.ClassDef | None:
+    """The LightningModule whose method (one of ``hooks``, any method when none is given)
+    directly holds the innermost function of ``stack`` (the walk's ancestors), or None."""
+    for index in range(len(stack) - 1, 0, -1):
+        function = stack[index]
+        if isinstance(function, cst.FunctionDef):
+            owner = next((n for n in reversed(stack[:index]) if isinstance(n, cst.ClassDef | cst.FunctionDef)), None)
+            if isinstance(owner, cst.ClassDef) and lightning.get(owner.name.value) is owner:
+                return owner if not hooks or function.name.value in hooks else None
+            return None
+    return None
