@@ -55,7 +55,9 @@ class HardcodedCuda(LintRule):
         ``"cuda:1"`` device). Safe, as the ``cuda-unavailable`` pattern labels the same rewrite:
         on a GPU machine the script runs exactly as before, and elsewhere it runs on the CPU
         instead of stopping. No fix where the file has no ``torch`` name to write the check
-        with.
+        with. Inside a method of a LightningModule the finding advises the module's own device,
+        ``self.device``, and has no fix: the run-time check would ignore the Trainer's
+        ``accelerator``/``devices``, and ``self.device`` fits only where the receiver is a tensor.
 
     Not handled:
         Devices built from strings at run time (``f"cuda:{rank}"``); CUDA-only APIs
@@ -119,6 +121,17 @@ class HardcodedCuda(LintRule):
         """),
     )
     INVALID = (
+        Invalid(
+            """
+            import torch
+            from lightning.pytorch import LightningModule
+            class Lit(LightningModule):
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    return self(x.cuda()).sum()
+            """,
+            line=6, column=21, message="self.device",
+        ),
         Invalid(
             """
             import torch

@@ -37,6 +37,10 @@ class OptimizerBeforeToDevice(LintRule):
         on the line before), then build the optimizer; moving statements across other code is
         left to the author.
 
+    Silent in a LightningModule's ``configure_optimizers`` (the base imported from Lightning
+    under any name, or a class of this file derived from one): Lightning moves the module to
+    its device before it calls that hook.
+
     Not handled:
         Models moved in another function than the one that builds the optimizer; parameters
         passed through a variable (``params = model.parameters()``).
@@ -84,6 +88,16 @@ class OptimizerBeforeToDevice(LintRule):
                 model.cpu()
                 torch.save(model.state_dict(), "model.pt")
                 model.to(device)
+        """),
+        # Lightning moves the module before it calls configure_optimizers
+        Valid("""
+            import torch
+            import lightning as L
+            class Lit(L.LightningModule):
+                def configure_optimizers(self):
+                    optimizer = torch.optim.Adam(self.parameters())
+                    self.to("cuda")
+                    return optimizer
         """),
     )
     INVALID = (
