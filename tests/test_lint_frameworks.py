@@ -91,3 +91,29 @@ def test_a_file_without_lightning_is_unchanged() -> None:
         (35, "optimizer-before-to-device"), (36, "hardcoded-cuda"),
         (42, "optimizer-before-to-device"), (43, "hardcoded-cuda"),
     ]
+
+
+VALIDATION_FILE = '''\
+import torch
+from torch import nn
+import lightning as L
+
+
+class Lit(L.LightningModule):
+    def validation_step(self, batch, batch_idx):
+        self.net.eval()
+        for chunk in batch:
+            self.log("val", self.net(chunk).sum())
+
+
+class Evaluator(nn.Module):
+    def validation_step(self, batch, batch_idx):
+        self.net.eval()
+        for chunk in batch:
+            self.log("val", self.net(chunk).sum())
+'''
+
+
+def test_validation_step_runs_without_grad_only_in_a_lightning_module() -> None:
+    # Lightning's evaluation loop turns gradients off; the same method of a plain module does not
+    assert _findings(VALIDATION_FILE) == [(17, "eval-without-no-grad", False)]

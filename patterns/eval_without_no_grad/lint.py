@@ -28,6 +28,11 @@ EVAL_FUNCTION = re.compile(rf"^_*(?:(?:run|do|model|epoch)_)?(?:{_WORDS})(?:_(?:
 # `.eval()`, or a def of an evaluation function
 _MAY_EVALUATE = re.compile(rf"\beval\b|\bdef\s+_*(?:(?:run|do|model|epoch)_)?(?:{_WORDS})(?:_(?:{_PARTS}))*\s*\(".encode())
 _LOOPING = (*LOOPS, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+# the LightningModule hooks Lightning's validation, test and predict loops call with gradients off
+_LIGHTNING_NO_GRAD = ("validation_step", "test_step", "predict_step", "on_validation_epoch_end",
+                      "on_test_epoch_end", "on_validation_batch_end", "on_test_batch_end")
+
+
 class EvalWithoutNoGrad(LintRule):
     """Finds a model called in an evaluation loop outside ``torch.no_grad()``.
 
@@ -49,6 +54,9 @@ class EvalWithoutNoGrad(LintRule):
     Fix safety:
         Reported without a fix: wrapping the loop in ``with torch.no_grad():`` re-indents code,
         and a loop that needs gradients (saliency maps, test-time adaptation) must stay as it is.
+
+    Silent in a LightningModule's ``validation_step``, ``test_step``, ``predict_step`` and
+    their epoch/batch-end hooks: Lightning's loops run them with gradients off.
 
     Not handled:
         A no-grad region opened by a caller in another file; models called through helpers;
@@ -101,6 +109,16 @@ class EvalWithoutNoGrad(LintRule):
             model.eval()
             for x, y in loader:
                 saliency = model(x.requires_grad_()).max().backward()
+        """),
+        # Lightning runs validation_step under no_grad/inference_mode
+        Valid("""
+            import torch
+            import lightning as L
+            class Lit(L.LightningModule):
+                def validation_step(self, batch, batch_idx):
+                    self.net.eval()
+                    for chunk in batch:
+                        self.log("val", self.net(chunk).sum())
         """),
     )
     INVALID = (
@@ -170,15 +188,20 @@ class EvalWithoutNoGrad(LintRule):
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.grad_off.pop()
 
+    def _runs_without_grad(self, function: cst.FunctionDef) -> bool:
+        """Decorated with no_grad, or a LightningModule hook Lightning's evaluation loop runs
+        under no_grad/inference_mode."""
+        return decorated_no_grad(self.context, function) or self.context.lightning_hook(*_LIGHTNING_NO_GRAD) is not None
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        off = decorated_no_grad(self.context, node)
+        off = self._runs_without_grad(node)
         self.grad_off.append(off)
         if not off and EVAL_FUNCTION.match(node.name.value) and isinstance(node.body, cst.IndentedBlock):
             self._zone(node.name.value, node.body.body, None)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         function = next((n for n in reversed(self.context.stack) if isinstance(n, cst.FunctionDef)), None)
-        if function is not None and decorated_no_grad(self.context, function):
+        if function is not None and self._runs_without_grad(function):
             return
         self._after_eval(function.name.value if function else None, node.body)
 
