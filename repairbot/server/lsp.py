@@ -63,9 +63,10 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(item for item in value if isinstance(item, str)) if isinstance(value, list) else ()
 
 
-def lint_text(text: str, path: Path, rules: Sequence[type[LintRule]], level: FixLevel) -> FileResult:
-    """The engine's result for a document's text (without a BOM) as if it were the file ``path``."""
-    return lint_bytes(text.encode("utf-8"), path, path.name, rules, level, edits=True, package=package_of(path.parent))
+def lint_text(text: str, path: Path, rules: Sequence[type[LintRule]], level: FixLevel, edits: bool = False) -> FileResult:
+    """The engine's result for a document's text (without a BOM) as if it were the file ``path``;
+    ``edits``: each finding's fix as a text edit (it costs a print of the module per finding)."""
+    return lint_bytes(text.encode("utf-8"), path, path.name, rules, level, edits, package_of(path.parent))
 
 
 class RepairbotServer(LanguageServer):
@@ -159,7 +160,7 @@ class RepairbotServer(LanguageServer):
         data = body.encode("utf-8")
         if not uniform_line_endings(data):
             return []  # `lint --fix` leaves such a file as it is
-        result = lint_text(body, path, self.settings.rules, FixLevel.NONE)
+        result = lint_text(body, path, self.settings.rules, FixLevel.NONE, edits=fix_range is not None)
         lines = lsp_lines(body)
         actions: list[types.CodeAction] = []
         for finding in result.findings if fix_range is not None else ():
