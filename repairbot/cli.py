@@ -522,3 +522,13 @@ def lint(paths: tuple[Path, ...], output_format: str, **options: Any) -> None:
         to_stderr = options["diff"] or output_format != "text"
         click.echo(summary(report, verbose=ctx.meta["verbose"]), err=to_stderr, nl=False)
     ctx.exit(report.exit_code)
+
+
+@main.command()
+@click.option("--stdio", is_flag=True, default=True, help="Speak LSP over stdin and stdout (the only transport).")
+@common_options
+def server(stdio: bool) -> None:
+    """Language server: the lint findings as diagnostics and their fixes as code actions."""
+    from repairbot.server import serve
+
+    serve()

@@ -339,6 +339,13 @@ def apply_edit(data: bytes, edit: TextEdit) -> bytes:
     return edit.apply(_text(data, module)).encode(module.encoding)
 
 
+def uniform_line_endings(data: bytes) -> bool:
+    """Whether fixes may be written to a file with these bytes: one kind of line ending, and
+    not a bare CR (the fixed file could not keep the endings exactly)."""
+    endings = line_endings(data)
+    return "\r" not in endings and len(endings) <= 1
+
+
 def count_lines(data: bytes) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
@@ -368,8 +375,7 @@ def lint_bytes(
         fixed = 0
         new_data: bytes | None = None
         if fix is not FixLevel.NONE and current.fixes(fix):
-            endings = line_endings(data)
-            if module.bytes != data or "\r" in endings or len(endings) > 1:
+            if module.bytes != data or not uniform_line_endings(data):
                 notes.append("not fixed: the file mixes line endings or cannot be reproduced exactly")
             else:
                 current, fixed, new_data = _fix_loop(current, data, path, active, package, fix, notes)
