@@ -416,6 +416,19 @@ class Key:
 
 
 ITEM = Key("item")
+
+# the loader whose batches Lightning passes to each step hook, and the Trainer calls that run them
+_STEP_LOADERS = {
+    "training_step": "train_dataloader", "validation_step": "val_dataloader",
+    "test_step": "test_dataloader", "predict_step": "predict_dataloader",
+}
+_TRAINER_RUNS = frozenset({"fit", "validate", "test", "predict"})
+
+
+def _is_lightning(file: str) -> bool:
+    """Whether a traced frame's file is Lightning's own code."""
+    parts = Path(file).parts
+    return "site-packages" in parts and ("lightning" in parts or "pytorch_lightning" in parts)
 KeyPath = tuple[Key, ...]
 
 
@@ -680,6 +693,9 @@ class ValueWalk:
                 if path and path[0].kind == "attr":
                     return self._attribute(ctx.instance, str(path[0].value), path[1:], trail)
                 return Lost(f"`{name}` is the object itself", file, function, trail=trail)
+            batch = self._framework_batch(ctx, name, path, trail)
+            if batch is not None:
+                return batch
             argument_ref = self._argument(ctx, name)
             if isinstance(argument_ref, Lost):
                 return replace(argument_ref, trail=trail)
@@ -893,6 +909,45 @@ class ValueWalk:
         if found is None:
             return Lost(f"the call at {place(caller.frame)} passes `{name}` in a way the walk cannot follow", caller.file, call)
         return found
+
+    def _framework_batch(self, ctx: Context, name: str, path: KeyPath, trail: tuple[str, ...]) -> Result | None:
+        """The batch Lightning hands a LightningModule's ``*_step`` hook: an item of the loader
+        that the DataModule given to ``trainer.fit(...)`` (or else the module itself) returns.
+
+        Only where the run proves it: the traced frame that called the hook is Lightning's, and
+        the user frame before it is the traced ``trainer.fit/validate/test/predict(...)`` call."""
+        function = ctx.function
+        if function is None or ctx.instance is None or ctx.frame is None or ctx.frame == 0:
+            return None
+        loader = _STEP_LOADERS.get(function.name.value)
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        if loader is None or params[1:2] != [name]:
+            return None
+        frames = list(self.failure.frames)
+        hook = self.frames[ctx.frame]
+        position = next((i for i, f in enumerate(frames) if f is hook), None)
+        if position is None or position == 0 or not _is_lightning(frames[position - 1].file):
+            return None
+        caller = self.view(ctx.frame - 1)
+        if isinstance(caller, Unreadable) or not isinstance(caller.expression, cst.Call):
+            return None
+        run = caller.expression
+        if not (isinstance(run.func, cst.Attribute) and run.func.attr.value in _TRAINER_RUNS):
+            return None
+        given = [a.value for a in run.args if a.keyword is not None and a.keyword.value == "datamodule"]
+        owner: Instance = ctx.instance
+        if given:
+            if not isinstance(given[0], cst.Call):
+                return Lost(f"`{caller.file.code(given[0])}`, the DataModule, is not made at the call", caller.file, run, trail=trail)
+            defined = self._definition(caller.ctx, given[0].func)
+            if defined is None or not isinstance(defined[1], cst.ClassDef):
+                return Lost(f"the DataModule `{caller.file.code(given[0])}` is not a class of the project", caller.file, run, trail=trail)
+            owner = Instance(defined[1], defined[0], Ref(given[0], caller.ctx))
+        method = next((m for m in _methods(owner.cls) if m.name.value == loader), None)
+        if method is None:
+            return Lost(f"{owner.cls.name.value} has no {loader}() of its own", owner.file, owner.cls, trail=trail)
+        step = (*trail, f"Lightning passes {function.name.value}() a batch of {owner.cls.name.value}.{loader}()")
+        return self._returned(method, owner.file, {}, owner, (ITEM, *path), step)
 
     def _adjacent(self, index: int) -> bool:
         """Whether user frame ``index`` and the next one follow each other in the traceback."""
