@@ -1,7 +1,7 @@
+import lightning as L
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-import lightning as L
 
 
 class LitClassifier(L.LightningModule):
