@@ -31,13 +31,18 @@ pytestmark = pytest.mark.torch
 # health_* fixtures (a `health` key) are silent bugs, not crashes: tests/test_health.py runs them
 # notebook_* fixtures (a .ipynb script) run under tests/test_notebook_fixtures.py
 FIXTURES = [f for f in fixtures() if "health" not in f.config and not f.config.get("script", "").endswith(".ipynb")]
+# the one live end-to-end repair of the quick subset (bash scripts/test.sh --quick): the demo's script
+QUICK_FIXTURE = "cnn_flatten_size"
 
 
 def prepare(fixture: Fixture, tmp_path: Path) -> Path:
     return prepare_fixture(fixture, tmp_path / "repo")
 
 
-@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
+@pytest.mark.parametrize(
+    "fixture",
+    [pytest.param(f, id=f.name, marks=[pytest.mark.quick] if f.name == QUICK_FIXTURE else []) for f in FIXTURES],
+)
 def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -> None:
     config = fixture.config
     if reason := unmet_requirement(config.get("requires", ())):
