@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import libcst as cst
 import libcst.matchers as m
@@ -37,8 +37,18 @@ from repairbot.torch_semantics import (
 )
 from repairbot.types import Frame, Span
 
-if TYPE_CHECKING:
-    from repairbot.lint.rule import FileContext
+
+class FileContext(Protocol):
+    """What the walk-time helpers below read of a lint rule's file context (the lint rule
+    API's ``FileContext`` is one): a Protocol, so this layer never imports the layer above it."""
+
+    module: cst.Module
+    stack: list[cst.CSTNode]
+
+    def qualify(self, node: cst.BaseExpression) -> str | None: ...
+
+    def parent(self) -> cst.CSTNode | None: ...
+
 
 Description = DescribedValue
 

@@ -417,6 +417,8 @@ class Key:
 
 ITEM = Key("item")
 
+KeyPath = tuple[Key, ...]
+
 # the loader whose batches Lightning passes to each step hook, and the Trainer calls that run them
 _STEP_LOADERS = {
     "training_step": "train_dataloader", "validation_step": "val_dataloader",
@@ -429,7 +431,6 @@ def _is_lightning(file: str) -> bool:
     """Whether a traced frame's file is Lightning's own code."""
     parts = Path(file).parts
     return "site-packages" in parts and ("lightning" in parts or "pytorch_lightning" in parts)
-KeyPath = tuple[Key, ...]
 
 
 @dataclass(frozen=True)
@@ -934,6 +935,14 @@ class ValueWalk:
         run = caller.expression
         if not (isinstance(run.func, cst.Attribute) and run.func.attr.value in _TRAINER_RUNS):
             return None
+        # loaders given to the call (positionally or by keyword) replace the module's own: the
+        # batch is then theirs, and which one is not followed here
+        passed = [
+            a for a in run.args[1:]
+            if a.keyword is None or a.keyword.value not in ("datamodule", "ckpt_path", "verbose", "return_predictions")
+        ]
+        if passed:
+            return Lost(f"the loaders passed to `{caller.file.code(run.func)}(...)` are not followed", caller.file, run, trail=trail)
         given = [a.value for a in run.args if a.keyword is not None and a.keyword.value == "datamodule"]
         owner: Instance = ctx.instance
         if given:

@@ -43,3 +43,13 @@ def test_dataset_attribute_bound_twice_is_declined(tmp_path: Path) -> None:
     assert report["status"] != "fixed", output
     assert report["files_modified"] == []
     assert "`self.val_set` of TabularDataModule is assigned in 2 places" in output
+
+
+def test_loaders_passed_to_fit_are_not_taken_for_the_modules_own(tmp_path: Path) -> None:
+    # Lightning uses the loaders given to fit, not the module's train/val_dataloader(): the walk
+    # must not follow the module's (float32) loader methods and edit there
+    report, output, _ = _fix("loaders_passed_to_fit_decline.py", tmp_path)
+    assert report["stop_reason"] == "diagnosed", output
+    assert report["files_modified"] == []
+    assert "the loaders passed to `trainer.fit(...)` are not followed" in output
+    assert "Classifier.val_dataloader()" not in output
