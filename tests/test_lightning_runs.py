@@ -28,9 +28,9 @@ def make_repo(tmp_path: Path, source: str) -> Path:
     return repo
 
 
-def fix(repo: Path, tmp_path: Path) -> tuple[dict, str]:
+def fix(repo: Path, tmp_path: Path, *options: str) -> tuple[dict, str]:
     report_path = tmp_path / "report.json"
-    result = run_cli("fix", "train.py", "--json", str(report_path), cwd=repo, timeout=300)
+    result = run_cli("fix", "train.py", "--json", str(report_path), *options, cwd=repo, timeout=300)
     return json.loads(report_path.read_text()), result.stdout + result.stderr
 
 
@@ -47,7 +47,41 @@ def test_wrong_linear_in_lightning_module_is_fixed_on_a_branch(tmp_path: Path) -
 
 def test_passing_lightning_script_is_already_passing(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, SCRIPT)
-    report, output = fix(repo, tmp_path)
+    report, output = fix(repo, tmp_path, "-v")
     assert report["status"] == "already-passing", output
     assert report["files_modified"] == []
     assert git(repo, "status", "--porcelain") == ""
+    # max_epochs=50 over cut passes of 2 batches would be 100 steps: the fit is stopped at the
+    # budget through Lightning's own stop and reported as a loop left at the user's fit call
+    fit_line = SCRIPT.splitlines().index(next(line for line in SCRIPT.splitlines() if "trainer.fit(" in line)) + 1
+    assert "max_epochs=50" in SCRIPT
+    assert report["run_limits"]["left_loops"] == [
+        {"loop": f"train.py:{fit_line}", "kind": "fit", "step": f"train.py:{fit_line}", "steps": 20}
+    ], output
+    assert f"train.py:{fit_line} (fit, after 20 steps at train.py:{fit_line})" in output
+    # Lightning ended it as an early-stopped fit: on_train_end ran, then the code after fit
+    # (test, save_checkpoint, predict), and should_stop reads as after a fit that ran out
+    assert "on_train_end at step 20" in output
+    assert "fit returned at step 20 epoch 10 should_stop False" in output
+    assert "test_loss" in output
+    assert "predicted 4" in output
+
+
+def test_fit_inside_a_user_loop_is_stopped_and_the_loop_left(tmp_path: Path) -> None:
+    # the loop around the fit shares its budget, as the loops around a hand-written inner loop
+    # do: the fit is stopped at 20 steps and the loop is left after it, not fit three times
+    one_fit = "    trainer.fit(model, loader(64, 0, shuffle=True), loader(32, 1))\n"
+    assert one_fit in SCRIPT
+    source = SCRIPT.replace(one_fit, "    for stage in range(3):\n    " + one_fit)
+    lines = source.splitlines()
+    loop_line = lines.index("    for stage in range(3):") + 1
+    repo = make_repo(tmp_path, source)
+    report, output = fix(repo, tmp_path, "-v")
+    assert report["status"] == "already-passing", output
+    site = f"train.py:{loop_line + 1}"
+    assert report["run_limits"]["left_loops"] == [
+        {"loop": site, "kind": "fit", "step": site, "steps": 20},
+        {"loop": f"train.py:{loop_line}", "kind": "for", "step": site, "steps": 20},
+    ], output
+    assert output.count("on_train_end at step") == 1, output
+    assert "fit returned at step 20 epoch 10 should_stop False" in output

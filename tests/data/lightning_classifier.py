@@ -38,6 +38,11 @@ class LitClassifier(L.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=1e-3)
 
 
+class TrainEnd(L.Callback):
+    def on_train_end(self, trainer, pl_module):
+        print("on_train_end at step", trainer.global_step)
+
+
 def loader(n, seed, shuffle=False):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 1, 28, 28, generator=g)
@@ -48,8 +53,9 @@ def loader(n, seed, shuffle=False):
 if __name__ == "__main__":
     model = LitClassifier()
     trainer = L.Trainer(max_epochs=50, accelerator="cpu", logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False)
+                        enable_checkpointing=False, enable_progress_bar=False, callbacks=[TrainEnd()])
     trainer.fit(model, loader(64, 0, shuffle=True), loader(32, 1))
+    print("fit returned at step", trainer.global_step, "epoch", trainer.current_epoch, "should_stop", trainer.should_stop)
     trainer.test(model, loader(32, 2))
     trainer.save_checkpoint("final.ckpt")
     preds = trainer.predict(model, loader(32, 3))

@@ -11,6 +11,7 @@ from . import (
     dataloader_limits,
     file_guard,
     layer_sites,
+    lightning_fit,
     linears,
     module_sites,
     notebook_progress,
@@ -18,5 +19,5 @@ from . import (
     step_budget,
 )
 
-BEFORE_PATTERNS = (progress, dataloader_limits, step_budget, module_sites, layer_sites, linears)
+BEFORE_PATTERNS = (progress, dataloader_limits, step_budget, lightning_fit, module_sites, layer_sites, linears)
 AFTER_PATTERNS = (health, argparse_batch, file_guard, notebook_progress)

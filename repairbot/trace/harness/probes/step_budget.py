@@ -5,11 +5,17 @@ calling frames that hold the call) are marked; each breaks at the start of its n
 iteration (see loops.py), so the iteration that took the step finishes and the script goes
 on after the outermost one: evaluation, plotting, sampling, saving all run. A break is a
 real ``break``: ``with`` blocks and ``finally`` clauses run, ``for ... else`` does not.
+
+A framework's fit (Lightning's ``Trainer.fit``) holds its loop in library code, where no
+``break`` can go: the framework's probe opens a fit here (``enter_fit``) with the way to end it
+cleanly, the framework's own stop (probes/lightning_fit.py), and the fit is counted and left as
+a loop at the user's call, its kind ``fit``. The loops of the user's frames that hold that call
+are counted and left with it, as the loops around a hand-written inner loop are.
 """
 
 import builtins
 import sys
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..context import Run
 from ..evidence import finish
@@ -32,6 +38,7 @@ class StepBudget:
         self.pending: Dict[int, Tuple[Any, Set[int]]] = {}  # id(frame) -> (frame, set of loop ids to leave)
         self.left: List[Dict[str, Any]] = []  # reported: the loops left early, where, after how many steps
         self.loose = 0  # steps with no user loop around them (a library's own loop)
+        self.fits: List["Fit"] = []  # the framework fits under way, innermost last
 
     def chain(self, frame: Any) -> Any:
         """(frame, loops holding its current line) for each user frame, innermost first."""
@@ -47,6 +54,9 @@ class StepBudget:
 
     def on_step(self, frame: Any) -> None:
         state = self.state
+        if self.fits:
+            self.on_fit_step(self.fits[-1])
+            return
         if self.in_loader_pass():
             return
         state.free_steps += 1
@@ -65,6 +75,40 @@ class StepBudget:
         self.count += 1
         if state.step_budget and self.count >= state.max_steps:
             self.leave(chain)
+
+    def enter_fit(self, stop: Callable[[], None]) -> "Fit":
+        """A framework's fit starts, called from the user's code; ``stop()`` ends it cleanly."""
+        caller: Any = sys._getframe(1)
+        while caller is not None and not OWNERSHIP.is_user_file(caller.f_code.co_filename):
+            caller = caller.f_back
+        fit = Fit(stop, short_site(user_call_site()), self.chain(caller))
+        self.fits.append(fit)
+        return fit
+
+    def exit_fit(self, fit: "Fit") -> None:
+        """The fit returned (or raised): a stopped fit has been left."""
+        self.fits.remove(fit)
+        if fit.left is not None:
+            fit.left["left"] = True
+
+    def on_fit_step(self, fit: "Fit") -> None:
+        """A step inside a fit: its steps are counted, with those of the user loops around it."""
+        if fit.chain:  # the budget is the outermost user loop's that holds the fit call
+            outer_frame, outer_loops = fit.chain[-1]
+            key: Tuple[Any, int] = (outer_frame, outer_loops[0].id)
+        else:
+            key = (fit, -1)
+        if self.key is None or self.key[0] is not key[0] or self.key[1] != key[1]:
+            self.key, self.count = key, 0
+        self.count += 1
+        if not self.state.step_budget or self.count < self.state.max_steps or fit.left is not None:
+            return
+        fit.left = {"loop": fit.site, "kind": "fit", "step": short_site(user_call_site()),
+                    "steps": self.count, "frame": id(fit), "left": False}
+        self.left.append(fit.left)
+        if fit.chain:
+            self.leave(fit.chain)
+        fit.stop()
 
     def leave(self, chain: Any) -> None:
         site = short_site(user_call_site())
@@ -106,6 +150,17 @@ class StepBudget:
 
     def report(self) -> Any:
         return [{k: v for k, v in item.items() if k != "frame"} for item in self.left]
+
+
+class Fit(object):
+    """One framework fit under way: where the user called it, how to stop it, the user loops
+    that hold the call, and its report entry once the budget has stopped it."""
+
+    __slots__ = ("chain", "left", "site", "stop")
+
+    def __init__(self, stop: Callable[[], None], site: Optional[str], chain: Any) -> None:
+        self.stop, self.site, self.chain = stop, site, chain
+        self.left: Optional[Dict[str, Any]] = None
 
 
 def install(run: Run) -> None:
