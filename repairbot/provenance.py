@@ -34,6 +34,7 @@ from repairbot.analysis import (
     one_line,
     place,
     place_in,
+    plain_value,
     positional_args,
     source,
     traced_line_matches,
@@ -41,6 +42,7 @@ from repairbot.analysis import (
 )
 from repairbot.evidence import DescribedValue, Evidence, PassedArgument
 from repairbot.evidence import Scope as TracedScope
+from repairbot.lint.frameworks import LIGHTNING_DATAMODULES, lightning_classes
 from repairbot.sources import Sources, report_path
 from repairbot.types import Failure, Frame, Span
 
@@ -425,6 +427,8 @@ _STEP_LOADERS = {
     "test_step": "test_dataloader", "predict_step": "predict_dataloader",
 }
 _TRAINER_RUNS = frozenset({"fit", "validate", "test", "predict"})
+# their keyword arguments that are neither loaders nor a DataModule
+_TRAINER_NOT_DATA = frozenset({"model", "datamodule", "ckpt_path", "verbose", "return_predictions", "weights_only"})
 
 
 def _is_lightning(file: str) -> bool:
@@ -935,28 +939,64 @@ class ValueWalk:
         run = caller.expression
         if not (isinstance(run.func, cst.Attribute) and run.func.attr.value in _TRAINER_RUNS):
             return None
-        # loaders given to the call (positionally or by keyword) replace the module's own: the
-        # batch is then theirs, and which one is not followed here
-        passed = [
-            a for a in run.args[1:]
-            if a.keyword is None or a.keyword.value not in ("datamodule", "ckpt_path", "verbose", "return_predictions")
-        ]
-        if passed:
+        # what the call is given besides the model: the DataModule (``datamodule=``, or the
+        # argument after the model, which may be loaders instead), or loaders, which replace
+        # the module's own; whose batch such loaders give is not followed here
+        positional = [a for a in run.args if a.keyword is None][1:]
+        keywords = [a for a in run.args if a.keyword is not None and a.keyword.value not in _TRAINER_NOT_DATA]
+        datamodule = [a for a in run.args if a.keyword is not None and a.keyword.value == "datamodule"]
+        given = positional + datamodule
+        if keywords or len(given) > 1:
             return Lost(f"the loaders passed to `{caller.file.code(run.func)}(...)` are not followed", caller.file, run, trail=trail)
-        given = [a.value for a in run.args if a.keyword is not None and a.keyword.value == "datamodule"]
         owner: Instance = ctx.instance
         if given:
-            if not isinstance(given[0], cst.Call):
-                return Lost(f"`{caller.file.code(given[0])}`, the DataModule, is not made at the call", caller.file, run, trail=trail)
-            defined = self._definition(caller.ctx, given[0].func)
-            if defined is None or not isinstance(defined[1], cst.ClassDef):
-                return Lost(f"the DataModule `{caller.file.code(given[0])}` is not a class of the project", caller.file, run, trail=trail)
-            owner = Instance(defined[1], defined[0], Ref(given[0], caller.ctx))
+            made = self._datamodule(caller, given[0].value, given[0].keyword is not None, run, trail)
+            if isinstance(made, Lost):
+                return made
+            owner, trail = made
         method = next((m for m in _methods(owner.cls) if m.name.value == loader), None)
         if method is None:
             return Lost(f"{owner.cls.name.value} has no {loader}() of its own", owner.file, owner.cls, trail=trail)
         step = (*trail, f"Lightning passes {function.name.value}() a batch of {owner.cls.name.value}.{loader}()")
         return self._returned(method, owner.file, {}, owner, (ITEM, *path), step)
+
+    def _datamodule(
+        self, caller: TracedFrame, given: cst.BaseExpression, by_keyword: bool, run: cst.Call, trail: tuple[str, ...]
+    ) -> tuple[Instance, tuple[str, ...]] | Lost:
+        """The DataModule a Trainer call is given (``datamodule=`` when ``by_keyword``, else the
+        argument after the model): made at the call, or bound once by name before it. Given
+        positionally, it must be a LightningDataModule of the project: that place also takes
+        loaders, which are not followed."""
+        code = caller.file.code(given)
+        ctx = caller.ctx
+        if isinstance(given, cst.Name):
+            scopes = [s for s in (ctx.function, caller.file.src.module) if s is not None]
+            found = next((b for b in (bindings_of(scope, given.value) for scope in scopes) if b), [])
+            if len(found) != 1:
+                what = "never bound" if not found else f"bound in {len(found)} places"
+                return Lost(f"`{code}`, given to `{caller.file.code(run.func)}(...)`, is {what}; which object it is is not certain",
+                            caller.file, run, trail=trail)
+            statement, value = found[0].statement, plain_value(found[0])
+            if value is None or caller.file.line(statement) >= ctx.before:
+                return Lost(f"`{code}`, given to `{caller.file.code(run.func)}(...)`, is bound by `{caller.file.code(statement)}`",
+                            caller.file, statement, trail=trail)
+            trail = (*trail, caller.file.step(statement))
+            ctx = replace(ctx, before=caller.file.line(statement))
+            given = value
+        if not isinstance(given, cst.Call):
+            if not by_keyword:
+                return Lost(f"the loaders passed to `{caller.file.code(run.func)}(...)` are not followed", caller.file, run, trail=trail)
+            return Lost(f"`{code}`, the DataModule, is not made at the call or bound once by name", caller.file, run, trail=trail)
+        defined = self._definition(ctx, given.func)
+        if defined is None or not isinstance(defined[1], cst.ClassDef):
+            if not by_keyword:
+                return Lost(f"the loaders passed to `{caller.file.code(run.func)}(...)` are not followed", caller.file, run, trail=trail)
+            return Lost(f"the DataModule `{code}` is not a class of the project", caller.file, run, trail=trail)
+        home, cls = defined[0], defined[1]
+        if not by_keyword and lightning_classes(home.src.module, home.src.imports, LIGHTNING_DATAMODULES).get(cls.name.value) is not cls:
+            return Lost(f"`{code}`, given to `{caller.file.code(run.func)}(...)`, is not a LightningDataModule of the project "
+                        "(loaders there are not followed)", caller.file, run, trail=trail)
+        return Instance(cls, home, Ref(given, ctx)), trail
 
     def _adjacent(self, index: int) -> bool:
         """Whether user frame ``index`` and the next one follow each other in the traceback."""

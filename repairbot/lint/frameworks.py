@@ -26,10 +26,25 @@ LIGHTNING_MODULES = frozenset({
     "pytorch_lightning.core.module.LightningModule",
 })
 
+# the same for LightningDataModule, the object whose setup() makes the data and whose
+# *_dataloader() methods return the loaders
+LIGHTNING_DATAMODULES = frozenset({
+    "lightning.LightningDataModule",
+    "lightning.pytorch.LightningDataModule",
+    "lightning.pytorch.core.LightningDataModule",
+    "lightning.pytorch.core.datamodule.LightningDataModule",
+    "pytorch_lightning.LightningDataModule",
+    "pytorch_lightning.core.LightningDataModule",
+    "pytorch_lightning.core.datamodule.LightningDataModule",
+})
 
-def lightning_classes(module: cst.Module, imports: ImportTable) -> dict[str, cst.ClassDef]:
-    """The classes of ``module`` that are LightningModules: a base imported from Lightning
-    (under any alias), or a class of this file that is one (a subclass of a user subclass)."""
+
+def lightning_classes(
+    module: cst.Module, imports: ImportTable, bases: frozenset[str] = LIGHTNING_MODULES
+) -> dict[str, cst.ClassDef]:
+    """The classes of ``module`` that are LightningModules (or, with ``LIGHTNING_DATAMODULES``
+    as ``bases``, DataModules): a base imported from Lightning (under any alias), or a class of
+    this file that is one (a subclass of a user subclass)."""
     classes = [node for node in descendants(module) if isinstance(node, cst.ClassDef)]
     found: dict[str, cst.ClassDef] = {}
     changed = True
@@ -39,7 +54,7 @@ def lightning_classes(module: cst.Module, imports: ImportTable) -> dict[str, cst
             if node.name.value in found:
                 continue
             for base in node.bases:
-                if imports.qualify(base.value) in LIGHTNING_MODULES or dotted_name(base.value) in found:
+                if imports.qualify(base.value) in bases or dotted_name(base.value) in found:
                     found[node.name.value] = node
                     changed = True
                     break
