@@ -114,8 +114,10 @@ class TorchHooks(object):
         return entry.real if entry is not None else getattr(owner, name)
 
     # the entry points more than one probe watches ------------------------------------------
-    def dataloader(self, name: str, fn: Callable[..., Any], metadata: bool = False) -> None:
-        """``DataLoader.__init__`` / ``__iter__`` / ``__len__``."""
+    def dataloader(self, name: str, fn: Callable[..., Any], metadata: bool = True) -> None:
+        """``DataLoader.__init__`` / ``__iter__`` / ``__len__``. With the real one's metadata:
+        Lightning reads ``inspect.signature(DataLoader.__init__)`` to record the arguments of a
+        loader a hook makes (``__dataset``), and rebuilds the loader from them (predict)."""
         from torch.utils.data import DataLoader
 
         self.around(DataLoader, name, fn, metadata=metadata)
