@@ -83,6 +83,22 @@ def test_lightning_file_has_exactly_the_framework_findings() -> None:
     ]
 
 
+def test_cuda_in_a_lightning_step_hook_is_fixed_to_the_modules_device() -> None:
+    # only the training_step's `x.cuda()` becomes `x.to(self.device)`; the module's own
+    # `self.cuda()`/`self.to("cuda")` in configure_optimizers stay advice; the look-alike
+    # nn.Modules (the local `LightningModule`, `Plain`) get the ordinary run-time choice
+    result = lint_bytes(LIGHTNING_FILE.encode(), Path("example.py"), "example.py", list(all_rules()), FixLevel.SAFE)
+    assert result.new_data is not None
+    before, after = LIGHTNING_FILE.splitlines(), result.new_data.decode().splitlines()
+    assert len(before) == len(after)
+    changed = [(number, line) for number, (old, line) in enumerate(zip(before, after), 1) if old != line]
+    assert changed == [
+        (17, "        x = x.to(self.device)"),
+        (36, '        self.to("cuda" if torch.cuda.is_available() else "cpu")'),
+        (43, '        self.to("cuda" if torch.cuda.is_available() else "cpu")'),
+    ]
+
+
 def test_a_file_without_lightning_is_unchanged() -> None:
     plain = LIGHTNING_FILE.replace("from lightning.pytorch import LightningModule as LM", "from mylib import LM")
     assert [(line, rule) for line, rule, lightning in _findings(plain) if not lightning] == [

@@ -18,6 +18,7 @@ from repairbot.analysis import (
     string_value,
     torch_reference,
 )
+from repairbot.lint.frameworks import ON_DEVICE_HOOKS, module_self
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
 from repairbot.types import Applicability
 
@@ -56,8 +57,16 @@ class HardcodedCuda(LintRule):
         on a GPU machine the script runs exactly as before, and elsewhere it runs on the CPU
         instead of stopping. No fix where the file has no ``torch`` name to write the check
         with. Inside a method of a LightningModule the finding advises the module's own device,
-        ``self.device``, and has no fix: the run-time check would ignore the Trainer's
-        ``accelerator``/``devices``, and ``self.device`` fits only where the receiver is a tensor.
+        ``self.device`` (the run-time check would ignore the Trainer's ``accelerator``/``devices``).
+        ``x.cuda()`` (``non_blocking=`` kept) in a hook Lightning calls with the module on its
+        device (``forward``, the ``*_step`` hooks, the batch, epoch and start hooks) becomes
+        ``x.to(self.device)``, safe: wherever the script ran, the module was on the GPU that
+        ``.cuda()`` picks, which is ``self.device``; without a GPU it follows the module. No fix
+        in ``__init__``, ``setup``, ``configure_model`` or a method of the user's own (the module
+        may still be on the CPU there, and a tensor kept there is not moved with it), for
+        ``self.cuda()`` itself or ``.cuda(N)``; ``"cuda"`` strings get the advice only. A
+        function nested in a method (where ``self`` may be another object) and a plain
+        ``nn.Module`` get the ordinary finding and fix.
 
     Not handled:
         Devices built from strings at run time (``f"cuda:{rank}"``); CUDA-only APIs
@@ -130,7 +139,124 @@ class HardcodedCuda(LintRule):
                     x, y = batch
                     return self(x.cuda()).sum()
             """,
+            line=6, column=21, message="self.device", fix=Applicability.SAFE,
+            expected_fix="""
+            import torch
+            from lightning.pytorch import LightningModule
+            class Lit(LightningModule):
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    return self(x.to(self.device)).sum()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            import lightning as L
+            class Base(L.LightningModule):
+                pass
+            class Lit(Base):
+                def forward(model, x):
+                    return model.net(x.cuda(non_blocking=True))
+            """,
+            line=7, column=26, message="self.device", fix=Applicability.SAFE,
+            expected_fix="""
+            import torch
+            import lightning as L
+            class Base(L.LightningModule):
+                pass
+            class Lit(Base):
+                def forward(model, x):
+                    return model.net(x.to(model.device, non_blocking=True))
+            """,
+        ),
+        # the module may still be on the CPU in __init__/setup, and Lightning does not move a
+        # plain tensor attribute: advice, no fix; nor for the module itself or a chosen GPU
+        Invalid(
+            """
+            import torch
+            from lightning.pytorch import LightningModule
+            class Lit(LightningModule):
+                def __init__(self):
+                    super().__init__()
+                    self.mask = torch.ones(8).cuda()
+            """,
             line=6, column=21, message="self.device",
+        ),
+        Invalid(
+            """
+            import torch
+            from lightning.pytorch import LightningModule
+            class Lit(LightningModule):
+                def on_train_start(self):
+                    self.cuda()
+            """,
+            line=5, column=9, message="self.device",
+        ),
+        Invalid(
+            """
+            import torch
+            from lightning.pytorch import LightningModule
+            class Lit(LightningModule):
+                def training_step(self, batch, batch_idx):
+                    return self(batch.cuda(0)).sum()
+            """,
+            line=5, column=21, message="self.device",
+        ),
+        # a function nested in a hook: its `self` is its own, so the ordinary fix
+        Invalid(
+            """
+            import torch
+            from lightning.pytorch import LightningModule
+            class Lit(LightningModule):
+                def training_step(self, batch, batch_idx):
+                    def moved(self):
+                        return self.cuda()
+                    return self(moved(batch)).sum()
+            """,
+            line=6, column=20, fix=Applicability.SAFE,
+            expected_fix="""
+            import torch
+            from lightning.pytorch import LightningModule
+            class Lit(LightningModule):
+                def training_step(self, batch, batch_idx):
+                    def moved(self):
+                        return self.to("cuda" if torch.cuda.is_available() else "cpu")
+                    return self(moved(batch)).sum()
+            """,
+        ),
+        # a plain nn.Module and a function outside any class: the ordinary fix
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def forward(self, x):
+                    return self.fc(x.cuda())
+            """,
+            line=5, column=24, fix=Applicability.SAFE,
+            expected_fix="""
+            import torch
+            from torch import nn
+            class Net(nn.Module):
+                def forward(self, x):
+                    return self.fc(x.to("cuda" if torch.cuda.is_available() else "cpu"))
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            import lightning as L
+            def training_step(self, batch, batch_idx):
+                return self(batch.cuda()).sum()
+            """,
+            line=4, column=17, fix=Applicability.SAFE,
+            expected_fix="""
+            import torch
+            import lightning as L
+            def training_step(self, batch, batch_idx):
+                return self(batch.to("cuda" if torch.cuda.is_available() else "cpu")).sum()
+            """,
         ),
         Invalid(
             """
@@ -237,10 +363,10 @@ class HardcodedCuda(LintRule):
                 return True
         return False
 
-    def _in_lightning(self, node: cst.CSTNode) -> bool:
+    def _in_lightning(self, node: cst.CSTNode, replacement: cst.BaseExpression | None = None) -> bool:
         """Report a device hard-coded in a LightningModule's method with Lightning's own remedy
-        (the module knows its device: ``self.device``), without a fix: whether ``self.device``
-        can stand there depends on what the receiver is."""
+        (the module knows its device: ``self.device``), with ``replacement`` as its fix where
+        the caller has one."""
         if self.context.lightning_hook() is None:
             return False
         self.report(
@@ -248,8 +374,25 @@ class HardcodedCuda(LintRule):
             f"`{self.context.code(node)}` hard-codes CUDA inside a LightningModule: it fails without a GPU "
             "and ignores the Trainer's `accelerator`/`devices`; use the module's device, `self.device` "
             "(Lightning already moves the batch there)",
+            replacement=replacement,
         )
         return True
+
+    def _to_module_device(self, node: cst.Call, func: cst.Attribute) -> cst.Call | None:
+        """``x.cuda()`` in a LightningModule hook that runs with the module on its device, as
+        ``x.to(self.device)``: only there is ``self.device`` where ``.cuda()`` put ``x`` whenever
+        the script ran (its module on the GPU). Not ``self.cuda()`` itself, nor a ``.cuda(N)``."""
+        if self.context.lightning_hook(*ON_DEVICE_HOOKS) is None or any(a.keyword is None for a in node.args):
+            return None
+        if any(a.keyword is not None and a.keyword.value == "device" for a in node.args):
+            return None
+        method = next(n for n in reversed(self.context.stack) if isinstance(n, cst.FunctionDef))
+        me = module_self(method)
+        if me is None or dotted_name(func.value) == me:
+            return None
+        device = cst.Arg(cst.Attribute(value=cst.Name(me), attr=cst.Name("device")),
+                         comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if node.args else cst.MaybeSentinel.DEFAULT)
+        return node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=[device, *node.args])
 
     def _choose(self, device: cst.SimpleString) -> cst.IfExp | None:
         """``"cuda" if torch.cuda.is_available() else "cpu"``, with the torch alias bound where
@@ -316,7 +459,7 @@ class HardcodedCuda(LintRule):
         ordinal = number(index.value) if index is not None else None
         if (index is not None and ordinal is None) or self.gpu_only or self._guarded():
             return  # x.cuda(rank): one GPU per process, chosen on purpose
-        if self._in_lightning(node):
+        if self._in_lightning(node, self._to_module_device(node, func)):
             return
         replacement = None
         device = "cuda" if ordinal is None else f"cuda:{int(ordinal)}"

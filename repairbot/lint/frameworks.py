@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from repairbot.analysis import ImportTable, dotted_name, is_false
+from repairbot.analysis import ImportTable, bindings_of, dotted_name, is_false
 from repairbot.lint.walk import descendants
 
 # the qualified names of Lightning's LightningModule, under each package that exports it
@@ -36,6 +36,17 @@ LIGHTNING_DATAMODULES = frozenset({
     "pytorch_lightning.LightningDataModule",
     "pytorch_lightning.core.LightningDataModule",
     "pytorch_lightning.core.datamodule.LightningDataModule",
+})
+
+
+# the LightningModule hooks Lightning calls once the module is on its device (after
+# ``setup``/``configure_model``, where ``self.device`` is still the CPU): there ``self.device`` is
+# where the module's parameters are
+ON_DEVICE_HOOKS = frozenset({
+    "forward", "training_step", "validation_step", "test_step", "predict_step",
+    *(f"on_{stage}_{what}_{when}" for stage in ("train", "validation", "test", "predict")
+      for what in ("batch", "epoch") for when in ("start", "end")),
+    "on_train_start", "on_validation_start", "on_test_start", "on_predict_start",
 })
 
 
@@ -84,3 +95,15 @@ def lightning_hook(
                 return owner if not hooks or function.name.value in hooks else None
             return None
     return None
+
+
+def module_self(method: cst.FunctionDef) -> str | None:
+    """The name of the module itself in a method (its first parameter, ``self``), where it is
+    the module throughout: not a static or class method, never rebound in the body."""
+    if any(dotted_name(d.decorator) in ("staticmethod", "classmethod") for d in method.decorators):
+        return None
+    params = [*method.params.posonly_params, *method.params.params]
+    if not params:
+        return None
+    name = params[0].name.value
+    return None if bindings_of(method, name) else name
