@@ -90,8 +90,7 @@ def test_cuda_in_a_lightning_step_hook_is_fixed_to_the_modules_device() -> None:
     result = lint_bytes(LIGHTNING_FILE.encode(), Path("example.py"), "example.py", list(all_rules()), FixLevel.SAFE)
     assert result.new_data is not None
     before, after = LIGHTNING_FILE.splitlines(), result.new_data.decode().splitlines()
-    assert len(before) == len(after)
-    changed = [(number, line) for number, (old, line) in enumerate(zip(before, after), 1) if old != line]
+    changed = [(number, line) for number, (old, line) in enumerate(zip(before, after, strict=True), 1) if old != line]
     assert changed == [
         (17, "        x = x.to(self.device)"),
         (36, '        self.to("cuda" if torch.cuda.is_available() else "cpu")'),
