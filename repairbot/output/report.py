@@ -53,7 +53,8 @@ def _where(attempt: Attempt) -> str:
 
 
 def _failure_line(failure: Failure, where: str) -> str:
-    return f"Error: {failure.headline} at {where}"
+    rank = f" (in rank {failure.rank}, the first to fail)" if failure.rank is not None else ""
+    return f"Error: {failure.headline} at {where}{rank}"
 
 
 def render_text(report: RepairReport) -> str:
@@ -280,6 +281,7 @@ def _failure_json(attempt: Attempt) -> dict[str, Any]:
         "line": attempt.failure_line,
         "pattern": attempt.pattern,
         "evidence": dict(attempt.evidence),
+        **({"rank": failure.rank} if failure.rank is not None else {}),
     }
 
 
