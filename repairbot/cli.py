@@ -369,6 +369,10 @@ def fix(
     """Run SCRIPT under the tracing harness and repair the crash it hits.
 
     Arguments for the script go after `--`: repairbot fix train.py -- --epochs 1
+
+    \b
+    Under a launcher, its own options in --launcher, every rank traced:
+    repairbot fix train.py --launcher 'torchrun --nproc_per_node 2' -- --epochs 1
     """
 
     def start(progress: Progress | None) -> RepairReport:
@@ -431,7 +435,8 @@ def doctor(
     """Run SCRIPT once under the harness with the health checks; repair nothing.
 
     Exit 0: no crash and no finding; 1: a finding or a crash. Arguments for the script go
-    after `--`: repairbot doctor train.py -- --epochs 1
+    after `--`: repairbot doctor train.py -- --epochs 1 (under a launcher: --launcher
+    'torchrun --nproc_per_node 2')
     """
 
     def start(progress: Progress | None) -> RepairReport:

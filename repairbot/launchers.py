@@ -21,38 +21,35 @@ TORCHRUN = "torchrun"
 ACCELERATE = "accelerate launch"
 _MODULES = {TORCHRUN: "torch.distributed.run", ACCELERATE: "accelerate.commands.launch"}
 _PYTHON = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)?)?(?:\.exe)?$")
-# The options of each launcher that take no value (torch 2.x's torchrun, accelerate 1.x's
-# launch; tests/test_launchers.py checks them against the installed parsers). Every other
-# option takes one, as ``--opt VALUE`` or ``--opt=VALUE``.
+# Option names as both launchers accept them (``--nproc-per-node`` or ``--nproc_per_node``) are
+# compared in their underscore form (``_name``).
+# The options of each launcher that take no value (torch 2.x's torchrun, accelerate 1.x's launch;
+# tests/test_launchers.py checks them against the installed parsers). Every other option takes
+# one, as ``--opt VALUE`` or ``--opt=VALUE``.
 _FLAGS = {
-    TORCHRUN: frozenset({"--standalone", "--virtual-local-rank", "--virtual_local_rank"}),
+    TORCHRUN: frozenset({"--standalone", "--virtual_local_rank"}),
     ACCELERATE: frozenset({
-        "--cpu", "--multi_gpu", "--tpu", "--ipex", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm",
-        "--use_xpu", "-q", "--quiet", "--debug", "--same_network", "--rdzv_conf", "--enable_cpu_affinity",
-        "--main_training_function", "--downcast_bf16", "--tpu_use_cluster", "--tpu_use_sudo",
-        "--force_multi_gpu", "--use_cpu",
+        "--cpu", "--debug", "--downcast_bf16", "--dynamo_use_dynamic", "--dynamo_use_fullgraph",
+        "--dynamo_use_regional_compilation", "--enable_cpu_affinity", "--fp8_use_autocast_during_eval",
+        "--multi_gpu", "--no_tpu_cluster", "--quiet", "-q", "--same_network", "--tpu", "--tpu_cluster",
+        "--tpu_use_sudo", "--use_deepspeed", "--use_fsdp", "--use_megatron_lm", "--use_parallelism_config",
     }),
 }
-# Options that change what the launcher runs: repairbot runs the harness, which then runs SCRIPT
-# or `-m MODULE` as given to repairbot.
+# Options that make the launcher run something else than the harness, which runs SCRIPT (or
+# `-m MODULE`) as given to repairbot in every rank; or nothing at all (its help).
 _RUNS_SOMETHING_ELSE = {
-    TORCHRUN: frozenset({"-m", "--module", "--no-python", "--no_python", "--run-path", "--run_path"}),
-    ACCELERATE: frozenset({"-m", "--module", "--no_python", "--no-python"}),
+    TORCHRUN: frozenset({"-m", "--module", "--no_python", "--run_path", "-h", "--help"}),
+    ACCELERATE: frozenset({"-m", "--module", "--no_python", "-h", "--help"}),
 }
 # The options that set the rendezvous port; where none is given, repairbot chooses a free port
 # (two runs at once, its own or the user's, must not meet on the launcher's default 29500).
 _PORT_OPTIONS = {
-    TORCHRUN: frozenset({
-        "--master-port", "--master_port", "--rdzv-endpoint", "--rdzv_endpoint", "--standalone",
-    }),
-    ACCELERATE: frozenset({"--main_process_port", "--main-process-port"}),
+    TORCHRUN: frozenset({"--master_port", "--rdzv_endpoint", "--standalone"}),
+    ACCELERATE: frozenset({"--main_process_port"}),
 }
 _PORT_OPTION = {TORCHRUN: "--master_port", ACCELERATE: "--main_process_port"}
 # The options that spread ranks over machines: repairbot runs every rank on this one.
-_NODE_OPTIONS = {
-    TORCHRUN: frozenset({"--nnodes"}),
-    ACCELERATE: frozenset({"--num_machines", "--num-machines"}),
-}
+_NODE_OPTIONS = {TORCHRUN: frozenset({"--nnodes"}), ACCELERATE: frozenset({"--num_machines"})}
 _KNOWN = "`torchrun`, `python -m torch.distributed.run` or `accelerate launch`"
 
 
@@ -78,7 +75,7 @@ class Launcher:
 
     def gives_port(self) -> bool:
         """Do the options set the rendezvous port (else repairbot chooses one)?"""
-        return any(option.split("=", 1)[0] in _PORT_OPTIONS[self.kind] for option in self.options)
+        return any(_name(option) in _PORT_OPTIONS[self.kind] for option in self.options)
 
     def port_options(self, port: int) -> tuple[str, ...]:
         """The option that sets the rendezvous port to ``port``."""
@@ -91,26 +88,28 @@ def parse_launcher(text: str) -> Launcher:
         words = shlex.split(text)
     except ValueError as error:
         raise LauncherError(f"--launcher {text!r}: {error}") from None
-    kind, options = _launcher_head(words, text)
+    where = f"--launcher {text!r}"
+    kind, options = _launcher_head(words)
     if kind is None:
-        raise LauncherError(f"--launcher {text!r}: not a launcher repairbot knows ({_KNOWN})")
-    rest = _take_options(kind, options, text)
+        raise LauncherError(f"{where}: not a launcher repairbot knows ({_KNOWN})")
+    rest = _take_options(kind, options, where)
     if rest:
         raise LauncherError(
-            f"--launcher {text!r}: {rest[0]!r} is not an option of {kind}; --launcher holds the launcher's "
+            f"{where}: {rest[0]!r} is not an option of {kind}; --launcher holds the launcher's "
             f"options only, SCRIPT and its arguments go where they always do: repairbot fix SCRIPT "
             f"--launcher '{kind} ...' -- ARGS"
         )
     return Launcher(kind, tuple(options))
 
 
-def split_command(words: list[str], source: str) -> tuple[Launcher, list[str]] | None:
+def split_command(words: list[str], where: str) -> tuple[Launcher, list[str]] | None:
     """A command line that starts with a launcher: (the launcher, the words after its options:
-    SCRIPT or `-m MODULE` and the arguments); None when it does not start with one."""
-    kind, rest = _launcher_head(words, source)
+    SCRIPT or `-m MODULE` and the arguments); None when it does not start with one. ``where``
+    begins each error's message."""
+    kind, rest = _launcher_head(words)
     if kind is None:
         return None
-    after = _take_options(kind, rest, source, module_allowed=True)
+    after = _take_options(kind, rest, where, module_allowed=True)
     return Launcher(kind, tuple(rest[: len(rest) - len(after)])), after
 
 
@@ -121,7 +120,13 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _launcher_head(words: list[str], source: str) -> tuple[str | None, list[str]]:
+def _name(option: str) -> str:
+    """An option's name in its underscore form: ``--nproc-per-node=2`` -> ``--nproc_per_node``."""
+    name = option.split("=", 1)[0]
+    return "--" + name[2:].replace("-", "_") if name.startswith("--") else name
+
+
+def _launcher_head(words: list[str]) -> tuple[str | None, list[str]]:
     """Which launcher the words start with, and the words after its name."""
     if words[:1] == ["torchrun"]:
         return TORCHRUN, words[1:]
@@ -134,7 +139,7 @@ def _launcher_head(words: list[str], source: str) -> tuple[str | None, list[str]
     return None, words
 
 
-def _take_options(kind: str, words: list[str], source: str, module_allowed: bool = False) -> list[str]:
+def _take_options(kind: str, words: list[str], where: str, module_allowed: bool = False) -> list[str]:
     """Check the launcher's options at the start of ``words``; return the words after them.
 
     ``-m`` ends them where ``module_allowed`` (a whole command: ``torchrun -m pkg.train``, which
@@ -145,19 +150,19 @@ def _take_options(kind: str, words: list[str], source: str, module_allowed: bool
         word = words[index]
         if not word.startswith("-") or word == "--":
             break
-        name = word.split("=", 1)[0]
+        name, typed = _name(word), word.split("=", 1)[0]
         if name in ("-m", "--module") and module_allowed:
             break
         if name in _RUNS_SOMETHING_ELSE[kind]:
             raise LauncherError(
-                f"{source!r}: {kind}'s {name} changes what it runs; repairbot runs SCRIPT (or -m MODULE) "
-                "in every rank itself"
+                f"{where}: {kind} {typed} would run something else than SCRIPT; repairbot runs SCRIPT "
+                "(or -m MODULE) in every rank itself"
             )
         takes_value = name not in _FLAGS[kind] and "=" not in word
-        value = words[index + 1] if takes_value and index + 1 < len(words) else word.partition("=")[2]
         if takes_value and index + 1 >= len(words):
-            raise LauncherError(f"{source!r}: {kind}'s {name} needs a value")
+            raise LauncherError(f"{where}: {kind} {typed} needs a value")
+        value = words[index + 1] if takes_value else word.partition("=")[2]
         if name in _NODE_OPTIONS[kind] and value not in ("1", "1:1"):
-            raise LauncherError(f"{source!r}: {name} {value}: repairbot runs every rank on this machine (one node)")
+            raise LauncherError(f"{where}: {typed} {value}: repairbot runs every rank on this machine (one node)")
         index += 2 if takes_value else 1
     return words[index:]
