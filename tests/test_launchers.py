@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -37,11 +38,11 @@ SCRIPT = (DATA / "ddp_classifier.py").read_text()
 RIGHT = "nn.Linear(12, 8)"
 WRONG = "nn.Linear(10, 8)"
 TORCHRUN_2 = "torchrun --nproc_per_node 2"
-# only rank 1 runs this line, and it fails there (12 features, 16 labels)
+# only rank 1 runs these lines, and fails there: its probe head is sized for 10 features
 RANK_1_CRASH = (
     "    dataset = TensorDataset(features, labels)\n"
     "    if dist.get_rank() == 1:\n"
-    "        summary = torch.stack([features.mean(0), labels.float()])\n"
+    "        print('probe logits', nn.Linear(10, 3)(features).shape)\n"
 )
 # every rank waits forever before the rendezvous
 HANG = '    time.sleep(600)\n    dist.init_process_group("gloo")\n'
@@ -163,6 +164,9 @@ def test_the_rank_that_failed_first_is_reported() -> None:
     assert first_failed_rank([later, passed, first]) is first
     # no failure: the lowest rank's record
     assert first_failed_rank([_evidence(1, None, False), _evidence(0, None, False)]).rank.rank == 0  # type: ignore[union-attr]
+    # a rank the harness stopped, before one that passed: the run did not pass
+    stopped = replace(_evidence(1, None, False), outcome="stopped")
+    assert first_failed_rank([_evidence(0, None, False), stopped]) is stopped
     assert first_failed_rank([]) is None
 
 
@@ -240,15 +244,18 @@ def test_passing_ddp_script_is_already_passing(tmp_path: Path) -> None:
 
 @pytest.mark.torch
 @pytest.mark.slow
-def test_a_crash_of_rank_1_only_is_reported_from_rank_1(tmp_path: Path) -> None:
+def test_a_crash_of_rank_1_only_is_reported_from_rank_1_and_fixed_from_its_evidence(tmp_path: Path) -> None:
     source = SCRIPT.replace("    dataset = TensorDataset(features, labels)\n", RANK_1_CRASH)
     repo = make_repo(tmp_path, source)
     report, output = fix(repo, tmp_path, "--launcher", TORCHRUN_2, "--dry-run")
     failure = report["attempts"][0]["failure"]
-    crash_line = source.splitlines().index("        summary = torch.stack([features.mean(0), labels.float()])") + 1
+    crash_line = source.splitlines().index("        print('probe logits', nn.Linear(10, 3)(features).shape)") + 1
     assert (failure["rank"], failure["file"], failure["line"]) == (1, "train.py", crash_line), output
-    assert "stack expects each tensor to be equal size" in failure["message"]
     assert "(in rank 1, the first to fail)" in output
+    # rank 0 never built that Linear: the fix comes from rank 1's trace, and its rerun passes in both
+    assert report["status"] == "fixed", output
+    assert report["attempts"][0]["fix"]["pattern"] == "linear-in-features"
+    assert "+        print('probe logits', nn.Linear(12, 3)(features).shape)" in report["diff"]
     assert git(repo, "status", "--porcelain") == ""
 
 

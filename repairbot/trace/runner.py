@@ -452,13 +452,15 @@ def _argv(request: RunRequest, config: Path) -> tuple[list[str], str]:
 
 def first_failed_rank(evidence: list[Evidence]) -> Evidence | None:
     """The evidence to report of a launched run's ranks: the rank that failed first (the others'
-    failures often follow from it: a peer gone, a collective broken), else the lowest rank."""
+    failures often follow from it: a peer gone, a collective broken), else a rank the harness
+    stopped (the run did not pass), else the lowest rank."""
     failed = [e for e in evidence if e.failure is not None]
     if failed:
         return min(failed, key=lambda e: (
             e.rank.failed_at if e.rank and e.rank.failed_at is not None else float("inf"), e.rank.rank if e.rank else 0,
         ))
-    return min(evidence, key=lambda e: e.rank.rank if e.rank else 0, default=None)
+    stopped = [e for e in evidence if e.outcome == "stopped"]
+    return min(stopped or evidence, key=lambda e: e.rank.rank if e.rank else 0, default=None)
 
 
 class _LineReader:

@@ -35,7 +35,7 @@ def _rank_paths(config: Any) -> None:
     records (evidence, created files, progress, shadowed files) in ``scratch/rank-R/``."""
     rank = int(os.environ.get("RANK", "0"))
     folder = os.path.join(config["scratch"], "rank-%d" % rank)
-    os.mkdir(folder)  # before the file guard: the harness's own folder
+    os.makedirs(folder, exist_ok=True)  # before the file guard; again when the launcher restarts a rank
     config.update(
         scratch=folder,
         evidence_path=os.path.join(folder, "evidence.json"),
