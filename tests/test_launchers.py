@@ -29,7 +29,7 @@ from repairbot.launchers import (
     parse_launcher,
     split_command,
 )
-from repairbot.trace.runner import first_failed_rank
+from repairbot.trace.runner import BOOTSTRAP, RunRequest, first_failed_rank, launch_argv
 from repairbot.types import Failure
 from tests.support import PYTHON, commit_all, git, init_repo, run_cli, unmet_requirement
 
@@ -151,6 +151,20 @@ def test_launcher_runs_its_module_and_chooses_a_port_only_where_none_is_given() 
     assert launcher.module == "torch.distributed.run" and launcher.text() == "torchrun --nproc_per_node 2"
     assert launcher.port_options(40001) == ("--master_port", "40001")
     assert parse_launcher("accelerate launch").port_options(40002) == ("--main_process_port", "40002")
+
+
+def test_a_free_rendezvous_port_is_added_only_where_the_options_set_none(tmp_path: Path) -> None:
+    script, config = tmp_path / "train.py", tmp_path / "config.json"
+    argv, note = launch_argv(RunRequest(script=script, python="py", launcher=parse_launcher(TORCHRUN_2)), config)
+    port = int(argv[argv.index("--master_port") + 1])
+    assert argv == ["py", "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+                    str(BOOTSTRAP), str(config)]
+    assert f"rendezvous port {port}" in note and port_is_free(port)
+    given = parse_launcher("accelerate launch --num_processes 2 --main_process_port=29650")
+    argv, note = launch_argv(RunRequest(script=script, python="py", launcher=given), config)
+    assert argv == ["py", "-m", "accelerate.commands.launch", *given.options, str(BOOTSTRAP), str(config)] and note == ""
+    # without a launcher: the harness's bootstrap, as always
+    assert launch_argv(RunRequest(script=script, python="py"), config) == (["py", str(BOOTSTRAP), str(config)], "")
 
 
 def _evidence(rank: int, failed_at: float | None, failed: bool = True) -> Evidence:

@@ -243,7 +243,7 @@ class SubprocessRunner:
         config_path = scratch / "config.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
         marker = uuid.uuid4().hex
-        argv, note = _argv(request, config_path)
+        argv, note = launch_argv(request, config_path)
         launch = _Launch(
             request=request,
             argv=argv,
@@ -436,7 +436,7 @@ class WarmRunner(SubprocessRunner):
         return int(ended["status"]), False
 
 
-def _argv(request: RunRequest, config: Path) -> tuple[list[str], str]:
+def launch_argv(request: RunRequest, config: Path) -> tuple[list[str], str]:
     """The command that starts the run, and what repairbot added to the launcher's options."""
     launcher = request.launcher
     if launcher is None:
