@@ -202,6 +202,20 @@ def test_cli_refuses_a_bad_launcher_with_one_line(tmp_path: Path, command: str, 
 
 
 @pytest.mark.torch
+@pytest.mark.slow
+def test_a_launcher_that_refuses_its_options_is_bad_input(tmp_path: Path) -> None:
+    """torchrun itself refuses the value: no rank starts, and that is the user's input, not the script."""
+    repo = make_repo(tmp_path, SCRIPT)
+    result = run_cli("fix", "train.py", "--launcher", "torchrun --nproc_per_node abc", "-q", cwd=repo, timeout=300)
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(
+        "repairbot: error: --launcher 'torchrun --nproc_per_node abc': the launcher exited with code 1 before "
+        "starting any rank: "
+    ) and "abc" in line.rpartition("rank: ")[2], line  # torchrun's own last words
+
+
+@pytest.mark.torch
 def test_flag_tables_match_the_installed_launchers() -> None:
     """The options taking no value, as torchrun's and accelerate's own parsers declare them."""
     from repairbot import launchers

@@ -34,7 +34,7 @@ from repairbot.evidence import Evidence, evidence_from_json
 from repairbot.launchers import Launcher, free_port
 from repairbot.run_config import DEFAULTS, SETTINGS, RunConfig
 from repairbot.tracebacks import parse_log
-from repairbot.types import Failure, Frame, RunStatus
+from repairbot.types import BadInput, Failure, Frame, RunStatus
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 RUN_MARKER = "REPAIRBOT_RUN_ID"
@@ -288,6 +288,8 @@ class SubprocessRunner:
                 evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
                 launch_note=note,
             )
+        if request.launcher is not None and code != 0 and not any(scratch.glob("rank-*")):
+            raise BadInput(_launcher_refusal(request.launcher, code, stderr))
         status, failure = _judge(code, evidence, stderr, bool(request.args), _probe_files(request))
         if failure is not None and evidence is not None and evidence.rank is not None:
             failure = replace(failure, rank=evidence.rank.rank)
@@ -448,6 +450,14 @@ def launch_argv(request: RunRequest, config: Path) -> tuple[list[str], str]:
         options += launcher.port_options(port)
         note = f"rendezvous port {port} (free; the launcher's options set none): {shlex.join(launcher.port_options(port))}"
     return [request.python, "-m", launcher.module, *options, str(BOOTSTRAP), str(config)], note
+
+
+def _launcher_refusal(launcher: Launcher, code: int, stderr: str) -> str:
+    """Why a launcher that started no rank refused (its options, most likely): its last words."""
+    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
+    return f"--launcher {launcher.text()!r}: the launcher exited with code {code} before starting any rank" + (
+        f": {last[:300]}" if last else ""
+    )
 
 
 def first_failed_rank(evidence: list[Evidence]) -> Evidence | None:
