@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import jsonschema
 import psutil
 import pytest
 
@@ -29,6 +30,7 @@ from repairbot.launchers import (
     parse_launcher,
     split_command,
 )
+from repairbot.output.report import report_schema
 from repairbot.trace.runner import BOOTSTRAP, RunRequest, first_failed_rank, launch_argv
 from repairbot.types import Failure
 from tests.support import PYTHON, commit_all, git, init_repo, run_cli, unmet_requirement
@@ -288,6 +290,7 @@ def test_a_crash_of_rank_1_only_is_reported_from_rank_1_and_fixed_from_its_evide
     crash_line = source.splitlines().index("        print('probe logits', nn.Linear(10, 3)(features).shape)") + 1
     assert (failure["rank"], failure["file"], failure["line"]) == (1, "train.py", crash_line), output
     assert "(in rank 1, the first to fail)" in output
+    jsonschema.validate(report, report_schema())  # `rank` is part of the report's contract
     # rank 0 never built that Linear: the fix comes from rank 1's trace, and its rerun passes in both
     assert report["status"] == "fixed", output
     assert report["attempts"][0]["fix"]["pattern"] == "linear-in-features"
