@@ -21,6 +21,7 @@ from repairbot import notebook as notebooks
 from repairbot import registry
 from repairbot.classify import Classification, candidates, classify_log
 from repairbot.evidence import Evidence
+from repairbot.launchers import Launcher
 from repairbot.lint import LintOptions, LintReport, run_lint
 from repairbot.loop import (
     LoopOptions,
@@ -76,6 +77,7 @@ class FixOptions:
     keep_scratch: bool = False
     strict_health: bool = False  # --strict-health: health findings make the exit code 1
     module: str | None = None  # -m MODULE: run as `python -m MODULE` (``script`` is then unused)
+    launcher: Launcher | None = None  # --launcher: torchrun / accelerate launch, every rank traced
 
 
 @dataclass(frozen=True)
@@ -89,12 +91,13 @@ class DoctorOptions:
     config: RunConfig = field(default_factory=RunConfig)  # the limits doctor has options for
     keep_scratch: bool = False
     module: str | None = None
+    launcher: Launcher | None = None
 
     def as_fix(self) -> FixOptions:
         """The same run described as a ``fix --dry-run`` (validation and setup are shared)."""
         return FixOptions(
             script=self.script, args=self.args, cwd=self.cwd, python=self.python, config=self.config,
-            dry_run=True, keep_scratch=self.keep_scratch, module=self.module,
+            dry_run=True, keep_scratch=self.keep_scratch, module=self.module, launcher=self.launcher,
         )
 
 
@@ -226,8 +229,9 @@ def run_environment() -> dict[str, str]:
 
 
 def _runner(options: FixOptions) -> SubprocessRunner:
-    """Forked runs from a warm server (torch imported once), unless REPAIRBOT_FRESH_RUNS=1."""
-    if os.environ.get("REPAIRBOT_FRESH_RUNS") == "1":
+    """Forked runs from a warm server (torch imported once), unless REPAIRBOT_FRESH_RUNS=1 or a
+    launcher starts the runs (its ranks are fresh processes it starts itself)."""
+    if os.environ.get("REPAIRBOT_FRESH_RUNS") == "1" or options.launcher is not None:
         return SubprocessRunner(keep_scratch=options.keep_scratch)
     runner = WarmRunner(python=options.python, keep_scratch=options.keep_scratch, env=run_environment())
     runner.start()  # its torch import overlaps the checks and parsing that come before the first run
@@ -326,6 +330,7 @@ def _setup(
             env=run_environment(),
             notebooks={script: notebook} if notebook else {},
             module=options.module,
+            launcher=options.launcher,
         )
         sources = Sources({script: notebook.program_bytes} if notebook else None)
         yield _Setup(script, notebook, delivery, sources, loop, active)

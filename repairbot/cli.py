@@ -25,6 +25,7 @@ from rich.text import Text
 
 from repairbot import __version__, api, registry
 from repairbot.classify import ending_frame
+from repairbot.launchers import ACCELERATE, Launcher, LauncherError, parse_launcher
 from repairbot.lint import LintOptions
 from repairbot.lint.formats import FORMATS, render, summary
 from repairbot.output.markdown import render_markdown
@@ -192,22 +193,38 @@ def _progress(color: bool | None, silent: bool) -> Progress | None:
     return Progress(console, live=interactive)
 
 
-# Exits 3 where torch cannot be imported: find_spec looks, without the seconds an import costs.
-_TORCH_PROBE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
+# Exits 3 where a module cannot be imported: find_spec looks, without the seconds an import costs.
+_MODULE_PROBE = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 3)"
 
 
-def check_torch(python: str) -> None:
-    """fix and doctor run the script under ``python``: refuse at once where it has no torch
-    (repairbot itself does not need torch, so installing repairbot does not bring it)."""
+def _lacks(python: str, module: str) -> bool:
     try:
-        probe = subprocess.run([python, "-c", _TORCH_PROBE], capture_output=True, timeout=60, check=False)
+        probe = subprocess.run([python, "-c", _MODULE_PROBE, module], capture_output=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
-        return  # not runnable: the checks of the run say so, in their words
-    if probe.returncode == 3:
+        return False  # not runnable: the checks of the run say so, in their words
+    return probe.returncode == 3
+
+
+def check_torch(python: str, launcher: Launcher | None = None) -> None:
+    """fix and doctor run the script under ``python``: refuse at once where it has no torch
+    (repairbot itself does not need torch, so installing repairbot does not bring it), or not
+    the launcher's package."""
+    if _lacks(python, "torch"):
         raise BadInput(
             f"{python} has no torch: install torch there (https://pytorch.org/get-started/locally/) "
             "or name an interpreter that has it with --python"
         )
+    if launcher is not None and launcher.kind == ACCELERATE and _lacks(python, "accelerate"):
+        raise BadInput(f"--launcher {launcher.text()!r}: {python} has no accelerate (pip install accelerate there)")
+
+
+def _launcher(options: dict[str, Any]) -> None:
+    """--launcher's text, parsed in place (one line and exit 2 where it is not a launcher's)."""
+    text = options["launcher"]
+    try:
+        options["launcher"] = parse_launcher(text) if text is not None else None
+    except LauncherError as error:
+        raise BadInput(str(error)) from None
 
 
 class ScriptCommand(click.Command):
@@ -270,6 +287,12 @@ def run_options(command: F) -> F:
         click.option("--markdown", "markdown_path", metavar="PATH", help="Write the Markdown report (e.g. $GITHUB_STEP_SUMMARY; '-' for stdout)."),
         click.option("--sarif", "sarif_path", metavar="PATH", help="Write the failures, fixes and health findings as SARIF 2.1.0 ('-' for stdout)."),
         click.option("--python", "python", metavar="PATH", default=sys.executable, help="Interpreter for the script."),
+        click.option(
+            "--launcher", metavar="'LAUNCHER OPTIONS'",
+            help="Run every run under a launcher, the script in each rank: 'torchrun --nproc_per_node 2' or "
+            "'accelerate launch --num_processes 2' (the launcher's own options only; SCRIPT and its "
+            "arguments as always). Without a rendezvous port, a free one is chosen.",
+        ),
         click.option("--keep-scratch", is_flag=True, help="Keep the runs' scratch folder (outputs, shadowed files) and name it in the report."),
     )
     for decorator in reversed(decorators):
@@ -346,6 +369,10 @@ def fix(
     """Run SCRIPT under the tracing harness and repair the crash it hits.
 
     Arguments for the script go after `--`: repairbot fix train.py -- --epochs 1
+
+    \b
+    Under a launcher, its own options in --launcher, every rank traced:
+    repairbot fix train.py --launcher 'torchrun --nproc_per_node 2' -- --epochs 1
     """
 
     def start(progress: Progress | None) -> RepairReport:
@@ -356,7 +383,8 @@ def fix(
         config = pop_config(options, FIX)
         if not config.health and options["strict_health"]:
             raise BadInput("--no-health and --strict-health exclude each other")
-        check_torch(options["python"])
+        _launcher(options)
+        check_torch(options["python"], options["launcher"])
         target, args = _target(script, script_args, options["module"])
         return api.repair(
             api.FixOptions(script=target, args=args, config=config, **options),
@@ -407,12 +435,14 @@ def doctor(
     """Run SCRIPT once under the harness with the health checks; repair nothing.
 
     Exit 0: no crash and no finding; 1: a finding or a crash. Arguments for the script go
-    after `--`: repairbot doctor train.py -- --epochs 1
+    after `--`: repairbot doctor train.py -- --epochs 1 (under a launcher: --launcher
+    'torchrun --nproc_per_node 2')
     """
 
     def start(progress: Progress | None) -> RepairReport:
         config = pop_config(options, DOCTOR)
-        check_torch(options["python"])
+        _launcher(options)
+        check_torch(options["python"], options["launcher"])
         target, args = _target(script, script_args, options["module"])
         return api.doctor(
             api.DoctorOptions(script=target, args=args, config=config, **options),

@@ -280,6 +280,25 @@ class Environment:
 
 
 @dataclass(frozen=True)
+class RankRecord:
+    """Which rank of a launched run (torchrun, accelerate launch) traced this evidence."""
+
+    rank: int
+    world_size: int
+    failed_at: float | None = None  # wall-clock time its failure reached the harness
+
+    @classmethod
+    def from_json(cls, raw: Any) -> RankRecord | None:
+        if not isinstance(raw, Mapping) or _int(raw.get("rank")) is None:
+            return None
+        failed_at = raw.get("failed_at")
+        return cls(
+            rank=int(raw["rank"]), world_size=_int(raw.get("world_size")) or 1,
+            failed_at=float(failed_at) if isinstance(failed_at, int | float) else None,
+        )
+
+
+@dataclass(frozen=True)
 class LinearTrace:
     """One ``nn.Linear`` of the run: where it was built and the input it last saw."""
 
@@ -390,6 +409,7 @@ class Evidence:
     probe_records: Mapping[str, Any] = field(default_factory=dict)
     # What the health checks saw (None: they were off); file paths absolute, as traced.
     health: tuple[HealthFinding, ...] | None = None
+    rank: RankRecord | None = None  # under a launcher: the rank that traced it
 
     @property
     def linear(self) -> LinearTrace | None:
@@ -600,6 +620,7 @@ def _evidence_from_json(data: Mapping[str, Any]) -> Evidence:
         # every key but those the harness's core writes is a pattern probe's
         probe_records={key: value for key, value in data.items() if key not in CORE_KEYS},
         health=health_from_json(data["health"]) if data.get("health") is not None else None,
+        rank=RankRecord.from_json(data.get("rank")),
     )
 
 

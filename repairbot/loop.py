@@ -18,6 +18,7 @@ import libcst as cst
 from repairbot.classify import Candidate, candidates, environment_problem
 from repairbot.evidence import Evidence, LastBatch
 from repairbot.health import offered_rules
+from repairbot.launchers import Launcher
 from repairbot.lint.engine import FixLevel, apply_edit, lint_bytes, package_of
 from repairbot.notebook import Notebook
 from repairbot.output.diff import unified_diff
@@ -59,6 +60,7 @@ class LoopOptions:
     # notebooks among the user's files: each runs, and is fixed, as its cells' Python program
     notebooks: Mapping[Path, Notebook] = field(default_factory=dict)
     module: str | None = None  # run as `python -m module` (``script`` is its file)
+    launcher: Launcher | None = None  # torchrun / accelerate launch: every run, in every rank
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ def run_request(
         probes=probes,
         module=options.module,
         plain=plain,
+        launcher=options.launcher,
     )
 
 

@@ -108,6 +108,9 @@ class Failure:
     # The harness's own frame that raised it, where its own work did (a probe, a cut pass's
     # sampler, a hook), not the script: the failure is then repairbot's, never the script's.
     harness_frame: Frame | None = None
+    # Under a launcher (torchrun, accelerate launch): the rank whose failure this is, the first
+    # of the ranks to fail (the others' failures often follow from it: a peer gone).
+    rank: int | None = None
 
     @property
     def user_frame(self) -> Frame | None:

@@ -305,6 +305,34 @@ def test_stage_a_runs_a_module_as_fix_dash_m(monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.mark.parametrize(
+    ("command", "target", "launcher", "args", "shown"),
+    [
+        ("torchrun --nproc_per_node 2 train.py --epochs 1", ["train.py"], "torchrun --nproc_per_node 2",
+         ["--epochs", "1"], "torchrun --nproc_per_node 2 train.py --epochs 1"),
+        ("python3 -m torch.distributed.run --standalone --nproc-per-node=2 src/train.py", ["src/train.py"],
+         "torchrun --standalone --nproc-per-node=2", [], "torchrun --standalone --nproc-per-node=2 src/train.py"),
+        ("accelerate launch --multi_gpu --num_processes 2 -m pkg.train --lr 0.1", ["-m", "pkg.train"],
+         "accelerate launch --multi_gpu --num_processes 2", ["--lr", "0.1"],
+         "accelerate launch --multi_gpu --num_processes 2 -m pkg.train --lr 0.1"),
+    ],
+)
+def test_stage_a_runs_a_launched_command_with_fix_launcher(
+    monkeypatch: pytest.MonkeyPatch, command: str, target: list[str], launcher: str, args: list[str], shown: str,
+) -> None:
+    """`torchrun OPTIONS SCRIPT ARGS` becomes `repairbot fix SCRIPT --launcher 'torchrun OPTIONS' -- ARGS`."""
+    monkeypatch.setenv("INPUT_COMMAND", command)
+    monkeypatch.setenv("INPUT_PYTHON", PYTHON)
+    inputs = stage_a.read_inputs()
+    fix_command = stage_a.fix_command(inputs, Path("/out"))
+    assert fix_command[4:4 + len(target)] == target
+    assert fix_command[fix_command.index("--launcher") + 1] == launcher
+    assert fix_command[fix_command.index("--"):] == ["--", *args]
+    parsed = fix_cli.make_context("fix", fix_command[4:], resilient_parsing=True).params
+    assert parsed["launcher"] == launcher
+    assert stage_a.shown_command(inputs) == shown
+
+
+@pytest.mark.parametrize(
     ("env", "message"),
     [
         ({"INPUT_COMMAND": ""}, "command is required"),
@@ -318,6 +346,9 @@ def test_stage_a_runs_a_module_as_fix_dash_m(monkeypatch: pytest.MonkeyPatch) ->
         ({"INPUT_COMMAND": "train.py", "INPUT_PATTERN": "linear-in-features, Bad_Id"}, "'Bad_Id' is not a pattern id"),
         ({"INPUT_COMMAND": "train.py", "INPUT_NO_HEALTH": "true", "INPUT_STRICT_HEALTH": "true"}, "exclude each other"),
         ({"INPUT_COMMAND": "train.py", "INPUT_PYTHON": "no-such-python3"}, "'no-such-python3' is not an interpreter on PATH"),
+        ({"INPUT_COMMAND": "torchrun --nproc_per_node 2"}, "does not name a script or `-m MODULE`"),
+        ({"INPUT_COMMAND": "torchrun --nnodes 2 train.py"}, "--nnodes 2: repairbot runs every rank on this machine"),
+        ({"INPUT_COMMAND": "torchrun --no-python train.sh"}, "torchrun --no-python would run something else than SCRIPT"),
     ],
 )
 def test_stage_a_refuses_bad_inputs(tmp_path: Path, env: dict[str, str], message: str) -> None:

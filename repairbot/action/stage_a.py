@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run by path, as action.yml does
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from repairbot.action.github import annotation, append_summary, group, set_outputs
+from repairbot.launchers import Launcher, LauncherError, split_command
 from repairbot.run_config import BY_NAME
 
 ACTION_ROOT = Path(__file__).resolve().parents[2]
@@ -77,6 +78,7 @@ NOT_INPUTS = {
     "--verbose": "log detail, not behaviour", "--quiet": "log detail, not behaviour",
     "--color": "the log is never a terminal", "--no-color": "always on",
     "--help": "not an option of a run",
+    "--launcher": "from the command: `torchrun OPTIONS SCRIPT ARGS`, `accelerate launch OPTIONS SCRIPT ARGS`",
 }
 
 
@@ -100,6 +102,7 @@ class Inputs:
     excludes: tuple[str, ...]
     no_health: bool
     strict_health: bool
+    launcher: Launcher | None = None  # the command's launcher (torchrun, accelerate launch), if any
 
 
 def _raw(name: str, default: str) -> str:
@@ -135,26 +138,36 @@ def _ids(name: str) -> tuple[str, ...]:
     return ids
 
 
-def parse_command(command: str) -> tuple[str | None, str | None, tuple[str, ...]]:
-    """The failing command as (script, module, arguments): `[python [flags]] SCRIPT ARGS` or
-    `python -m MODULE ARGS` (which repairbot runs as `repairbot fix -m MODULE -- ARGS`)."""
+def parse_command(command: str) -> tuple[str | None, str | None, tuple[str, ...], Launcher | None]:
+    """The failing command as (script, module, arguments, launcher): `[python [flags]] SCRIPT ARGS`,
+    `python -m MODULE ARGS` (which repairbot runs as `repairbot fix -m MODULE -- ARGS`), or either
+    after a launcher, `torchrun OPTIONS SCRIPT ARGS` or `accelerate launch OPTIONS SCRIPT ARGS`
+    (`repairbot fix SCRIPT --launcher 'torchrun OPTIONS' -- ARGS`)."""
     if not command:
         raise InputError("input command: the failing training command is required (e.g. 'train.py --epochs 1')")
     try:
         words = shlex.split(command)
     except ValueError as error:
         raise InputError(f"input command: {error}") from None
-    if words and _PYTHON.match(words[0]):
+    try:
+        launched = split_command(words, f"input command: {command!r}")
+    except LauncherError as error:
+        raise InputError(str(error)) from None
+    launcher, runs_modules = None, False  # `-m MODULE` after an interpreter or a launcher only
+    if launched is not None:
+        (launcher, words), runs_modules = launched, True
+    elif words and _PYTHON.match(words[0]):
         words.pop(0)
         while words and words[0] in _PYTHON_FLAGS:
             words.pop(0)
-        if words[:1] == ["-m"]:
-            if len(words) < 2 or not _MODULE.match(words[1]):
-                raise InputError(f"input command: {command!r}: -m needs a module name (e.g. 'python -m pkg.train')")
-            return None, words[1], tuple(words[2:])
+        runs_modules = True
+    if runs_modules and words[:1] == ["-m"]:
+        if len(words) < 2 or not _MODULE.match(words[1]):
+            raise InputError(f"input command: {command!r}: -m needs a module name (e.g. 'python -m pkg.train')")
+        return None, words[1], tuple(words[2:]), launcher
     if not words or words[0].startswith("-"):
         raise InputError(f"input command: {command!r} does not name a script or `-m MODULE` (python -c is not supported)")
-    return words[0], None, tuple(words[1:])
+    return words[0], None, tuple(words[1:]), launcher
 
 
 def _project_python(name: str) -> str:
@@ -166,9 +179,9 @@ def _project_python(name: str) -> str:
 
 
 def read_inputs() -> Inputs:
-    script, module, args = parse_command(os.environ.get("INPUT_COMMAND", "").strip())
+    script, module, args, launcher = parse_command(os.environ.get("INPUT_COMMAND", "").strip())
     inputs = Inputs(
-        script=script, module=module, args=args,
+        script=script, module=module, args=args, launcher=launcher,
         python=_project_python(_raw("python", "python")),
         max_attempts=_number("max_attempts"),
         timeout=_number("timeout"),
@@ -209,11 +222,14 @@ def fix_command(inputs: Inputs, out: Path) -> list[str]:
     command += [f"--exclude={pattern}" for pattern in inputs.excludes]
     command += ["--no-health"] if inputs.no_health else []
     command += ["--strict-health"] if inputs.strict_health else []
+    command += ["--launcher", inputs.launcher.text()] if inputs.launcher else []
     return [*command, "--", *inputs.args]
 
 
 def shown_command(inputs: Inputs) -> str:
-    return shlex.join(["python", *(["-m", inputs.module] if inputs.module else [inputs.script or ""]), *inputs.args])
+    """The failing command as the log shows it (the interpreter's word as `python`)."""
+    runner = shlex.split(inputs.launcher.text()) if inputs.launcher else ["python"]
+    return shlex.join([*runner, *(["-m", inputs.module] if inputs.module else [inputs.script or ""]), *inputs.args])
 
 
 def _patterns(report: dict[str, Any]) -> list[str]:

@@ -24,7 +24,7 @@ from repairbot.output.diff import (
     parse_patch,
     split_lines,
 )
-from repairbot.output.report import SCHEMA, STOP_EXPLANATIONS, failing_frame
+from repairbot.output.report import SCHEMA, STOP_EXPLANATIONS, failing_frame, rank_note
 from repairbot.types import (
     Attempt,
     Decline,
@@ -312,7 +312,7 @@ def _attempt_title(report: RepairReport, attempt: Attempt) -> str:
         result = f"recognised by {code(attempt.pattern)}, not fixed"
     else:
         result = "no pattern for this failure"
-    return f"### {attempt.n}. {code(failure.exc_type or 'failure')} at {where}: {result}"
+    return f"### {attempt.n}. {code(failure.exc_type or 'failure')} at {where}{rank_note(failure)}: {result}"
 
 
 def _failure_block(failure: Failure) -> str:

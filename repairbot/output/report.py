@@ -52,8 +52,13 @@ def _where(attempt: Attempt) -> str:
     return "(no frame in the project's code)"
 
 
+def rank_note(failure: Failure) -> str:
+    """Under a launcher: which rank the failure is from (`` (in rank 1, the first to fail)``)."""
+    return f" (in rank {failure.rank}, the first to fail)" if failure.rank is not None else ""
+
+
 def _failure_line(failure: Failure, where: str) -> str:
-    return f"Error: {failure.headline} at {where}"
+    return f"Error: {failure.headline} at {where}{rank_note(failure)}"
 
 
 def render_text(report: RepairReport) -> str:
@@ -280,6 +285,7 @@ def _failure_json(attempt: Attempt) -> dict[str, Any]:
         "line": attempt.failure_line,
         "pattern": attempt.pattern,
         "evidence": dict(attempt.evidence),
+        **({"rank": failure.rank} if failure.rank is not None else {}),
     }
 
 

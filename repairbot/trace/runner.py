@@ -1,8 +1,8 @@
 """Runs the user's script in a child process under the tracing harness.
 
 The child is ``python bootstrap.py CONFIG.json`` (which loads the harness package, harness/)
-under the user's interpreter, in its own
-process group, with a wall-clock timeout after which the whole process tree is killed
+under the user's interpreter (under a launcher, ``python -m torch.distributed.run OPTIONS
+bootstrap.py CONFIG.json``: the harness in every rank), in its own process group, with a wall-clock timeout after which the whole process tree is killed
 (DataLoader workers and grandchildren, even those that left the group). Files the run created
 are removed afterwards; files that existed before it were never touched (see the harness's
 file guard).
@@ -31,9 +31,10 @@ from typing import Any, Protocol
 import psutil
 
 from repairbot.evidence import Evidence, evidence_from_json
+from repairbot.launchers import Launcher, free_port
 from repairbot.run_config import DEFAULTS, SETTINGS, RunConfig
 from repairbot.tracebacks import parse_log
-from repairbot.types import Failure, Frame, RunStatus
+from repairbot.types import BadInput, Failure, Frame, RunStatus
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 RUN_MARKER = "REPAIRBOT_RUN_ID"
@@ -84,11 +85,13 @@ class RunRequest:
     # the script as `python SCRIPT` runs it: no limit, no probe, only the file guard (the check
     # of a failure the harness's own code raised)
     plain: bool = False
+    launcher: Launcher | None = None  # torchrun / accelerate launch: the script runs in every rank
 
     def command(self) -> str:
         """The run as the user would type it (the harness runs it this way, in ``cwd``)."""
         target = ["-m", self.module] if self.module else [str(self.script)]
-        return shlex.join([self.python, *target, *self.args])
+        launcher = ["-m", self.launcher.module, *self.launcher.options] if self.launcher else []
+        return shlex.join([self.python, *launcher, *target, *self.args])
 
     def limits_text(self) -> str:
         if self.plain:
@@ -116,6 +119,7 @@ class RunResult:
     # (optimizer steps, DataLoader batches, module forwards) reached; for a run killed at the
     # timeout, as of its last heartbeat
     progress: tuple[int, ...] = ()
+    launch_note: str = ""  # under a launcher: what repairbot added to its options, and why
 
     @property
     def passed(self) -> bool:
@@ -144,8 +148,9 @@ def describe_run(request: RunRequest, result: RunResult, lines: int = 20) -> str
     if result.evidence is not None:
         for left in result.evidence.limits.left_loops:
             outcome += f"\n  left the {left.kind} loop at {left.loop} after {left.steps} steps"
+    note = f"  launcher: {result.launch_note}\n" if result.launch_note else ""
     text = (
-        f"  command: {request.command()}  (in {request.cwd or Path.cwd()})\n"
+        f"  command: {request.command()}  (in {request.cwd or Path.cwd()})\n{note}"
         f"  limits: {request.limits_text()}\n"
         f"  took {result.duration_s:.2f} s; {outcome}"
     )
@@ -164,6 +169,7 @@ class _Launch:
     """What one run is started with, whichever way it is started."""
 
     request: RunRequest
+    argv: list[str]  # the command that starts the run
     config: Path
     env: dict[str, str]
     stdout: Path
@@ -228,6 +234,7 @@ class SubprocessRunner:
             "probe_files": [str(path) for path in _probe_files(request)],
             "module": request.module,
             "plain": request.plain,
+            "ranked": request.launcher is not None,  # each rank keeps its records in scratch/rank-R/
             "overlay": {
                 str(path): base64.b64encode(data).decode("ascii")
                 for path, data in request.overlay.items()
@@ -236,8 +243,10 @@ class SubprocessRunner:
         config_path = scratch / "config.json"
         config_path.write_text(json.dumps(config), encoding="utf-8")
         marker = uuid.uuid4().hex
+        argv, note = launch_argv(request, config_path)
         launch = _Launch(
             request=request,
+            argv=argv,
             config=config_path,
             env={
                 **os.environ,
@@ -259,21 +268,35 @@ class SubprocessRunner:
                 evidence=None, harness_error=str(error),
             )
         finally:
-            removed = remove_created_files(created_log)
+            if request.launcher is None:
+                removed = remove_created_files(created_log)
+            else:  # every rank's
+                removed = tuple(p for log in sorted(scratch.glob("rank-*/created.log")) for p in remove_created_files(log))
         duration = time.monotonic() - started
         stdout = _tail(launch.stdout)
         stderr = _tail(launch.stderr)
-        evidence = _read_evidence(evidence_path)
-        progress = evidence.progress if evidence is not None else _read_progress(scratch / "progress.json")
+        if request.launcher is None:
+            evidence = _read_evidence(evidence_path)
+            progress_path = scratch / "progress.json"
+        else:
+            evidence = first_failed_rank([e for e in map(_read_evidence, scratch.glob("rank-*/evidence.json")) if e])
+            progress_path = scratch / "rank-0" / "progress.json"
+        progress = evidence.progress if evidence is not None else _read_progress(progress_path)
         if timed_out or code is None:
             return RunResult(
                 status=RunStatus.TIMEOUT, exit_code=None, duration_s=duration, failure=None,
                 evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
+                launch_note=note,
             )
+        if request.launcher is not None and code != 0 and not any(scratch.glob("rank-*")):
+            raise BadInput(_launcher_refusal(request.launcher, code, stderr))
         status, failure = _judge(code, evidence, stderr, bool(request.args), _probe_files(request))
+        if failure is not None and evidence is not None and evidence.rank is not None:
+            failure = replace(failure, rank=evidence.rank.rank)
         return RunResult(
             status=status, exit_code=code, duration_s=duration, failure=failure,
             evidence=evidence, stdout=stdout, stderr=stderr, removed_files=removed, progress=progress,
+            launch_note=note,
         )
 
     def _execute(self, launch: _Launch) -> tuple[int | None, bool]:
@@ -282,7 +305,7 @@ class SubprocessRunner:
         with open(launch.stdout, "wb") as out, open(launch.stderr, "wb") as err:
             try:
                 process = subprocess.Popen(
-                    [request.python, str(BOOTSTRAP), str(launch.config)],
+                    launch.argv,
                     cwd=str(request.cwd or Path.cwd()),
                     stdin=subprocess.DEVNULL,
                     stdout=out,
@@ -383,7 +406,8 @@ class WarmRunner(SubprocessRunner):
         self._fall_back(why)
 
     def _execute(self, launch: _Launch) -> tuple[int | None, bool]:
-        if launch.request.python != self.python or not self._ensure_ready():
+        # a launcher starts its ranks itself: a fresh process, never a fork of the server
+        if launch.request.launcher is not None or launch.request.python != self.python or not self._ensure_ready():
             return super()._execute(launch)
         assert self._server is not None and self._server.stdin is not None and self._lines is not None
         request = launch.request
@@ -412,6 +436,41 @@ class WarmRunner(SubprocessRunner):
             self._lines.read(10.0)
             return None, True
         return int(ended["status"]), False
+
+
+def launch_argv(request: RunRequest, config: Path) -> tuple[list[str], str]:
+    """The command that starts the run, and what repairbot added to the launcher's options."""
+    launcher = request.launcher
+    if launcher is None:
+        return [request.python, str(BOOTSTRAP), str(config)], ""
+    options, note = launcher.options, ""
+    if not launcher.gives_port():
+        # two runs at once (parallel tests, the user's own job) must not meet on the default port
+        port = free_port()
+        options += launcher.port_options(port)
+        note = f"rendezvous port {port} (free; the launcher's options set none): {shlex.join(launcher.port_options(port))}"
+    return [request.python, "-m", launcher.module, *options, str(BOOTSTRAP), str(config)], note
+
+
+def _launcher_refusal(launcher: Launcher, code: int, stderr: str) -> str:
+    """Why a launcher that started no rank refused (its options, most likely): its last words."""
+    last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "")
+    return f"--launcher {launcher.text()!r}: the launcher exited with code {code} before starting any rank" + (
+        f": {last[:300]}" if last else ""
+    )
+
+
+def first_failed_rank(evidence: list[Evidence]) -> Evidence | None:
+    """The evidence to report of a launched run's ranks: the rank that failed first (the others'
+    failures often follow from it: a peer gone, a collective broken), else a rank the harness
+    stopped (the run did not pass), else the lowest rank."""
+    failed = [e for e in evidence if e.failure is not None]
+    if failed:
+        return min(failed, key=lambda e: (
+            e.rank.failed_at if e.rank and e.rank.failed_at is not None else float("inf"), e.rank.rank if e.rank else 0,
+        ))
+    stopped = [e for e in evidence if e.outcome == "stopped"]
+    return min(stopped or evidence, key=lambda e: e.rank.rank if e.rank else 0, default=None)
 
 
 class _LineReader:

@@ -316,6 +316,8 @@ def write_evidence(run: Any, outcome: Any, exit_code: Any, exception: Any = None
         "linears": state.linears,
         "layer_sites": state.layer_sites,
         "probes": sorted(state.probes),
+        # under a launcher (torchrun, accelerate launch): which rank this is, and when it failed
+        "rank": dict(run.config["rank"], failed_at=state.failed_at) if run.config.get("rank") else None,
     }
     evidence.update(run.probe_records())
     evidence.update({

@@ -10,5 +10,5 @@ SCHEMA = "repairbot.evidence/1"
 
 CORE_KEYS: FrozenSet[str] = frozenset({
     "schema", "outcome", "exit_code", "exception", "stopped_at", "limits", "progress", "linears",
-    "layer_sites", "probes", "health", "imported_files", "environment", "files",
+    "layer_sites", "probes", "health", "imported_files", "environment", "files", "rank",
 })

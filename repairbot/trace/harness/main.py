@@ -8,6 +8,7 @@ import json
 import linecache
 import os
 import sys
+import time
 import types
 from typing import Any
 
@@ -27,6 +28,21 @@ def _load_config(path: Any) -> Any:
         os.path.abspath(p): base64.b64decode(data) for p, data in config.get("overlay", {}).items()
     }
     return config
+
+
+def _rank_paths(config: Any) -> None:
+    """Under a launcher every rank runs the harness with the same config: each keeps its own
+    records (evidence, created files, progress, shadowed files) in ``scratch/rank-R/``."""
+    rank = int(os.environ.get("RANK", "0"))
+    folder = os.path.join(config["scratch"], "rank-%d" % rank)
+    os.makedirs(folder, exist_ok=True)  # before the file guard; again when the launcher restarts a rank
+    config.update(
+        scratch=folder,
+        evidence_path=os.path.join(folder, "evidence.json"),
+        created_log=os.path.join(folder, "created.log"),
+        progress_path=os.path.join(folder, "progress.json"),
+        rank={"rank": rank, "world_size": int(os.environ.get("WORLD_SIZE", "1"))},
+    )
 
 
 def _module_code(name: Any, main_module: Any) -> Any:
@@ -53,6 +69,8 @@ class PlainCode(object):
 def run(config_path: Any) -> Any:
     """One run of the script described by a config file; returns the exit code."""
     config = _load_config(config_path)
+    if config.get("ranked"):
+        _rank_paths(config)
     script = os.path.abspath(config["script"])
     config["script"] = script
     run = Run(config)
@@ -110,10 +128,12 @@ def run(config_path: Any) -> Any:
         status = exit_request.code
         if status is None or status == 0:
             return conclude(run, "passed", 0)
+        run.state.failed_at = time.time()
         if isinstance(status, int):
             return conclude(run, "failed", status & 0xFF or 1)
         sys.stderr.write("%s\n" % (status,))
         return conclude(run, "failed", 1)
     except BaseException as exc:  # everything the script raises is evidence
+        run.state.failed_at = time.time()
         return conclude(run, "failed", 1, describe_failure(exc, torch, run.state))
     return conclude(run, "passed", 0)

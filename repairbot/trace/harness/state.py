@@ -35,6 +35,7 @@ class RunState:
         self.linear_index: 'IdentityWeakKeyDict[Any, int]' = IdentityWeakKeyDict()
         self.module_sites: 'IdentityWeakKeyDict[Any, Optional[Dict[str, Any]]]' = IdentityWeakKeyDict()
         self.stopped_at: Optional[Dict[str, Any]] = None
+        self.failed_at: Optional[float] = None  # wall-clock time the script's failure reached the harness
         self.torch = None
         self.progress_path = config.get("progress_path")
         self._last_beat = 0.0
