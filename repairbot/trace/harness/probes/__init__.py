@@ -10,6 +10,7 @@ from . import (
     argparse_batch,
     dataloader_limits,
     file_guard,
+    hf_trainer,
     layer_sites,
     linears,
     module_sites,
@@ -19,4 +20,4 @@ from . import (
 )
 
 BEFORE_PATTERNS = (progress, dataloader_limits, step_budget, module_sites, layer_sites, linears)
-AFTER_PATTERNS = (health, argparse_batch, file_guard, notebook_progress)
+AFTER_PATTERNS = (health, argparse_batch, file_guard, notebook_progress, hf_trainer)

@@ -12,9 +12,10 @@ back to the text bar outside a kernel.
 """
 
 import sys
-from typing import Any, Optional
+from typing import Any
 
 from ..context import Run
+from ..imports import after_import
 
 NAME = "notebook-progress"
 NEEDS_TORCH = False
@@ -54,43 +55,5 @@ def _text_bars(module: Any) -> None:
     module.trange = module.tnrange = trange
 
 
-class _Loader(object):
-    """The module's own loader, with the text bars put in once it has run."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-    def create_module(self, spec: Any) -> Any:
-        return self.real.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        self.real.exec_module(module)
-        _text_bars(module)
-
-
-class _Finder(object):
-    """Finds ``tqdm.notebook`` with the other finders and wraps its loader."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Optional[Any]:
-        if fullname != _MODULE:
-            return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Loader(spec.loader)
-                return spec
-        return None
-
-
 def install(run: Run) -> None:
-    if _MODULE in sys.modules:
-        _text_bars(sys.modules[_MODULE])
-    else:
-        sys.meta_path.insert(0, _Finder())
+    after_import(_MODULE, _text_bars)

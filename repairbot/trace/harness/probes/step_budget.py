@@ -81,6 +81,12 @@ class StepBudget:
                                       "steps": self.count, "frame": id(frame), "left": False})
         builtins.__repairbot_leaving__ = True  # type: ignore[attr-defined]
 
+    def ended_run(self, call_site: Any, steps: int) -> None:
+        """A framework's training run (called at ``call_site``) ended by its own stop after
+        ``steps`` steps of the budget: reported as a left loop of kind "trainer"."""
+        self.left.append({"loop": call_site, "kind": "trainer", "step": call_site, "steps": steps,
+                          "frame": None, "left": True})
+
     def check(self, loop_id: Any) -> Any:
         """``__repairbot_leave__``: does the calling frame leave loop ``loop_id`` now?"""
         frame = sys._getframe(1)
