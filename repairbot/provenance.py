@@ -815,6 +815,11 @@ class ValueWalk:
         passes_items = (builtin and name in ("iter", "list", "tuple")) or (qualified or "").split(".")[0] == "tqdm"
         if passes_items and call.args and head == ITEM:
             return self.resolve(call.args[0].value, ctx, path, step)
+        if builtin and name == "dict" and head is not None and head.kind == "key" and not any(a.keyword is None for a in call.args):
+            given = keyword_arg(call, str(head.value))  # dict(input_ids=..., labels=labels): a collator's batch
+            if given is None:
+                return Lost(f"`{file.code(call)}` has no key {head.value!r}", file, call, trail=trail)
+            return self.resolve(given.value, ctx, path[1:], step)
         if builtin and name == "next" and call.args:
             return self.resolve(call.args[0].value, ctx, (ITEM, *path), step)
         if builtin and name in ("enumerate", "zip") and head == ITEM and len(path) > 1 and path[1].kind == "index":

@@ -116,6 +116,37 @@ def test_float64_features_through_a_compute_loss_override_are_converted_in_getit
     assert "Trainer.train() passes compute_loss() a batch of `train_set`" in output
 
 
+def test_float64_made_by_a_collator_of_the_project_is_converted_there(tmp_path: Path) -> None:
+    collator = """
+
+def stack_batch(features):
+    x = torch.tensor(np.stack([f["x"] for f in features]))
+    return dict(x=x, labels=torch.stack([f["labels"] for f in features]))
+"""
+    broken = variant(
+        (FEATURES, "self.features = rng.normal(size=(n, 20))"),
+        ("\n\nclass WeightedTrainer(Trainer):", collator + "\n\nclass WeightedTrainer(Trainer):"),
+        ("eval_dataset=eval_set)", "eval_dataset=eval_set, data_collator=stack_batch)"),
+        ("        x = torch.from_numpy(self.features[idx])\n", "        x = self.features[idx]\n"),
+    )
+    report, output, _ = fix(tmp_path, broken)
+    assert report["status"] == "fixed", output
+    assert added_lines(report) == ['    x = torch.tensor(np.stack([f["x"] for f in features])).float()'], output
+
+
+def test_float64_only_in_the_eval_set_is_followed_to_the_eval_dataset(tmp_path: Path) -> None:
+    # training runs on float32; trainer.evaluate() feeds forward the Trainer's eval_dataset
+    broken = variant(
+        ("def __init__(self, n, seed):", "def __init__(self, n, seed, dtype=np.float32):"),
+        (FEATURES, "self.features = rng.normal(size=(n, 20)).astype(dtype)"),
+        ("eval_set = PointsDataset(40, seed=1)", "eval_set = PointsDataset(40, seed=1, dtype=np.float64)"),
+    )
+    report, output, _ = fix(tmp_path, broken)
+    assert report["status"] == "fixed", output
+    assert added_lines(report) == ["        x = torch.from_numpy(self.features[idx]).float()"], output
+    assert "Trainer.evaluate() passes forward() a batch of `eval_set`" in output
+
+
 def test_float64_built_by_a_collator_from_the_items_is_declined(tmp_path: Path) -> None:
     broken = variant(
         (FEATURES, "self.features = rng.normal(size=(n, 20))"),
