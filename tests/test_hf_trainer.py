@@ -24,16 +24,21 @@ LINEAR = "nn.Linear(20, hidden)"
 TRAINER = "trainer = Trainer(model="
 SUBCLASS = "trainer = WeightedTrainer(model="
 TRAIN_CALL = "    trainer.train()\n"
-# a collator of the project that builds each key from the items in a comprehension: which item
-# the float64 comes from, and whether the collator or the Dataset should convert, is not followed
-COLLATOR = '''
-
+# collators of the project for a Dataset of float64 NumPy rows: one makes the batch's tensor
+# itself (converted there), one builds each key from the items in a comprehension (which item the
+# float64 comes from, and whether the collator or the Dataset should convert, is not followed)
+MAKES_TENSOR = """
+def stack_batch(features):
+    x = torch.tensor(np.stack([f["x"] for f in features]))
+    return dict(x=x, labels=torch.stack([f["labels"] for f in features]))
+"""
+STACKS_ITEMS = """
 def stack_batch(features):
     return {
         "x": torch.stack([torch.as_tensor(f["x"]) for f in features]),
         "labels": torch.stack([f["labels"] for f in features]),
     }
-'''
+"""
 
 
 def variant(*changes: tuple[str, str]) -> str:
@@ -62,6 +67,16 @@ def added_lines(report: dict) -> list[str]:
     [attempt] = [a for a in report["attempts"] if "fix" in a]
     diff = attempt["fix"]["diff"]
     return [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+
+
+def with_collator(collator: str) -> str:
+    """The script over float64 NumPy rows, batched by ``collator`` (given to the Trainer)."""
+    return variant(
+        (FEATURES, "self.features = rng.normal(size=(n, 20))"),
+        ("        x = torch.from_numpy(self.features[idx])\n", "        x = self.features[idx]\n"),
+        ("\n\nclass WeightedTrainer(Trainer):", "\n\n" + collator.strip() + "\n\n\nclass WeightedTrainer(Trainer):"),
+        ("eval_dataset=eval_set)", "eval_dataset=eval_set, data_collator=stack_batch)"),
+    )
 
 
 def line_of(source: str, text: str) -> int:
@@ -117,18 +132,7 @@ def test_float64_features_through_a_compute_loss_override_are_converted_in_getit
 
 
 def test_float64_made_by_a_collator_of_the_project_is_converted_there(tmp_path: Path) -> None:
-    collator = """
-
-def stack_batch(features):
-    x = torch.tensor(np.stack([f["x"] for f in features]))
-    return dict(x=x, labels=torch.stack([f["labels"] for f in features]))
-"""
-    broken = variant(
-        (FEATURES, "self.features = rng.normal(size=(n, 20))"),
-        ("\n\nclass WeightedTrainer(Trainer):", collator + "\n\nclass WeightedTrainer(Trainer):"),
-        ("eval_dataset=eval_set)", "eval_dataset=eval_set, data_collator=stack_batch)"),
-        ("        x = torch.from_numpy(self.features[idx])\n", "        x = self.features[idx]\n"),
-    )
+    broken = with_collator(MAKES_TENSOR)
     report, output, _ = fix(tmp_path, broken)
     assert report["status"] == "fixed", output
     assert added_lines(report) == ['    x = torch.tensor(np.stack([f["x"] for f in features])).float()'], output
@@ -148,12 +152,7 @@ def test_float64_only_in_the_eval_set_is_followed_to_the_eval_dataset(tmp_path: 
 
 
 def test_float64_built_by_a_collator_from_the_items_is_declined(tmp_path: Path) -> None:
-    broken = variant(
-        (FEATURES, "self.features = rng.normal(size=(n, 20))"),
-        ("\n\nclass WeightedTrainer(Trainer):", COLLATOR + "\n\nclass WeightedTrainer(Trainer):"),
-        ("eval_dataset=eval_set)", "eval_dataset=eval_set, data_collator=stack_batch)"),
-        ("        x = torch.from_numpy(self.features[idx])\n", "        x = self.features[idx]\n"),
-    )
+    broken = with_collator(STACKS_ITEMS)
     report, output, repo = fix(tmp_path, broken)
     assert report["stop_reason"] == "diagnosed", output
     assert report["files_modified"] == []
