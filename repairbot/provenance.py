@@ -432,6 +432,8 @@ _TRAINER_RUNS = frozenset({"fit", "validate", "test", "predict"})
 _HF_BATCH_HOOKS = frozenset({"compute_loss", "training_step", "prediction_step"})
 _HF_RUNS = {"train": "train_dataset", "evaluate": "eval_dataset", "predict": "test_dataset"}
 _HF_TRAINER_PARAMS = ("model", "args", "data_collator", "train_dataset", "eval_dataset")
+# the Trainer's methods that evaluate (also inside train(), at its eval_strategy)
+_HF_EVALUATION = frozenset({"evaluate", "_evaluate", "evaluation_loop", "prediction_loop", "prediction_step"})
 
 
 def _framework(file: str) -> str | None:
@@ -970,11 +972,14 @@ class ValueWalk:
         if framework == "lightning" and params[1:2] == [name] and run.func.attr.value in _TRAINER_RUNS:
             return self._lightning_batch(ctx, caller, run, path, trail)
         if framework == "transformers" and run.func.attr.value in _HF_RUNS:
+            # the evaluation train() runs (eval_strategy) takes its batches from the eval dataset
+            start = next((i for i, f in enumerate(frames) if f is caller.frame), position)
+            evaluating = any(f.function in _HF_EVALUATION for f in frames[start:position + 1] if _framework(f.file) == "transformers")
             if function.name.value == "forward":
                 self.framework_batch = (ctx.file, function, name)
-                return self._hf_batch(function, caller, run, (Key("key", name), *path), trail)
+                return self._hf_batch(function, caller, run, evaluating, (Key("key", name), *path), trail)
             if function.name.value in _HF_BATCH_HOOKS and params[2:3] == [name]:
-                return self._hf_batch(function, caller, run, path, trail)
+                return self._hf_batch(function, caller, run, evaluating, path, trail)
         return None
 
     def _lightning_batch(
@@ -1010,15 +1015,17 @@ class ValueWalk:
         return self._returned(method, owner.file, {}, owner, (ITEM, *path), step)
 
     def _hf_batch(
-        self, function: cst.FunctionDef, caller: TracedFrame, run: cst.Call, path: KeyPath, trail: tuple[str, ...]
+        self, function: cst.FunctionDef, caller: TracedFrame, run: cst.Call, evaluating: bool, path: KeyPath,
+        trail: tuple[str, ...],
     ) -> Result:
         """The batch Hugging Face's Trainer hands the model's ``forward`` (as keywords) or a
-        Trainer subclass's ``compute_loss``: the items of the dataset the run takes, collated by
+        Trainer subclass's ``compute_loss``: the items of the dataset the run takes (the eval
+        dataset where ``train()`` is ``evaluating`` at its eval_strategy), collated by
         the ``data_collator`` given to the Trainer (followed into a collator of the project) or
         else by transformers' default collator, which stacks each key of the items as it is."""
         file, method = caller.file, run.func
         assert isinstance(method, cst.Attribute)
-        wanted = _HF_RUNS[method.attr.value]
+        wanted = "eval_dataset" if method.attr.value == "train" and evaluating else _HF_RUNS[method.attr.value]
         trainer = self._hf_trainer(caller, method.value)
         if isinstance(trainer, Lost):
             return replace(trainer, trail=trail)
@@ -1032,7 +1039,8 @@ class ValueWalk:
             if given is None:
                 return Lost(f"no {wanted} is given to `{file.code(run.func)}(...)` or the Trainer", file, run, trail=trail)
             dataset = Ref(given.value, made_ctx)
-        step = (*trail, f"Trainer.{method.attr.value}() passes {function.name.value}() a batch of `{dataset.ctx.file.code(dataset.node)}`")
+        phase = f"Trainer.{method.attr.value}()" + (" evaluating" if evaluating and method.attr.value == "train" else "")
+        step = (*trail, f"{phase} passes {function.name.value}() a batch of `{dataset.ctx.file.code(dataset.node)}`")
         collator = argument(made, _HF_TRAINER_PARAMS.index("data_collator"), "data_collator")
         if collator is None:
             if argument(made, 5, "processing_class") is not None or keyword_arg(made, "tokenizer") is not None:

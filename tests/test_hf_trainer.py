@@ -138,17 +138,24 @@ def test_float64_made_by_a_collator_of_the_project_is_converted_there(tmp_path: 
     assert added_lines(report) == ['    x = torch.tensor(np.stack([f["x"] for f in features])).float()'], output
 
 
-def test_float64_only_in_the_eval_set_is_followed_to_the_eval_dataset(tmp_path: Path) -> None:
-    # training runs on float32; trainer.evaluate() feeds forward the Trainer's eval_dataset
+@pytest.mark.parametrize(
+    ("strategy", "phase"),
+    [("", "Trainer.evaluate()"), ('        eval_strategy="epoch",\n', "Trainer.train() evaluating")],
+    ids=["at-evaluate", "inside-train"],
+)
+def test_float64_only_in_the_eval_set_is_followed_to_the_eval_dataset(tmp_path: Path, strategy: str, phase: str) -> None:
+    # training batches are float32; the evaluation (trainer.evaluate(), or the one train() runs
+    # at its eval_strategy) feeds forward the Trainer's eval_dataset, never the train_dataset
     broken = variant(
         ("def __init__(self, n, seed):", "def __init__(self, n, seed, dtype=np.float32):"),
         (FEATURES, "self.features = rng.normal(size=(n, 20)).astype(dtype)"),
         ("eval_set = PointsDataset(40, seed=1)", "eval_set = PointsDataset(40, seed=1, dtype=np.float64)"),
+        ('        report_to="none",\n', strategy + '        report_to="none",\n'),
     )
     report, output, _ = fix(tmp_path, broken)
     assert report["status"] == "fixed", output
     assert added_lines(report) == ["        x = torch.from_numpy(self.features[idx]).float()"], output
-    assert "Trainer.evaluate() passes forward() a batch of `eval_set`" in output
+    assert f"{phase} passes forward() a batch of `eval_set`" in output
 
 
 def test_float64_built_by_a_collator_from_the_items_is_declined(tmp_path: Path) -> None:
