@@ -436,10 +436,13 @@ _HF_TRAINER_PARAMS = ("model", "args", "data_collator", "train_dataset", "eval_d
 _HF_EVALUATION = frozenset({"evaluate", "_evaluate", "evaluation_loop", "prediction_loop", "prediction_step"})
 
 
+_INSTALLED = frozenset({"site-packages", "dist-packages"})  # where pip (or Debian's python3-*) installs
+
+
 def _framework(file: str) -> str | None:
     """The training framework a traced frame's file belongs to: "lightning", "transformers" or None."""
     parts = Path(file).parts
-    if "site-packages" not in parts:
+    if not _INSTALLED & set(parts):
         return None
     if "lightning" in parts or "pytorch_lightning" in parts:
         return "lightning"
@@ -450,7 +453,7 @@ def _is_call_machinery(file: str) -> bool:
     """torch's ``Module.__call__`` and accelerate's forward wrappers: frames between a
     framework's call of the model and the model's ``forward``."""
     parts = Path(file).parts
-    return "site-packages" in parts and ("torch" in parts or "accelerate" in parts)
+    return bool(_INSTALLED & set(parts)) and ("torch" in parts or "accelerate" in parts)
 
 
 @dataclass(frozen=True)
