@@ -436,7 +436,8 @@ _HF_TRAINER_PARAMS = ("model", "args", "data_collator", "train_dataset", "eval_d
 _HF_EVALUATION = frozenset({"evaluate", "_evaluate", "evaluation_loop", "prediction_loop", "prediction_step"})
 
 
-_INSTALLED = frozenset({"site-packages", "dist-packages"})  # where pip (or Debian's python3-*) installs
+# where pip (or Debian's python3-*) installs; "<site-packages>" in a recorded run (tests/record.py)
+_INSTALLED = frozenset({"site-packages", "dist-packages", "<site-packages>"})
 
 
 def _framework(file: str) -> str | None:
