@@ -5,6 +5,9 @@ calling frames that hold the call) are marked; each breaks at the start of its n
 iteration (see loops.py), so the iteration that took the step finishes and the script goes
 on after the outermost one: evaluation, plotting, sampling, saving all run. A break is a
 real ``break``: ``with`` blocks and ``finally`` clauses run, ``for ... else`` does not.
+
+A framework's own training loop is ended through the framework's stop instead and reported
+here as a left run of kind "trainer" (Hugging Face's Trainer: probes/hf_trainer.py).
 """
 
 import builtins
