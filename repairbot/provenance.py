@@ -430,11 +430,35 @@ _TRAINER_RUNS = frozenset({"fit", "validate", "test", "predict"})
 # their keyword arguments that are neither loaders nor a DataModule
 _TRAINER_NOT_DATA = frozenset({"model", "datamodule", "ckpt_path", "verbose", "return_predictions", "weights_only"})
 
+# Hugging Face's Trainer: the methods of a Trainer subclass that take the batch (``inputs``,
+# after ``self`` and ``model``), the runs that feed it and the dataset each run takes (its own
+# argument, else the one given to the Trainer), and the Trainer's first parameters in order
+_HF_BATCH_HOOKS = frozenset({"compute_loss", "training_step", "prediction_step"})
+_HF_RUNS = {"train": "train_dataset", "evaluate": "eval_dataset", "predict": "test_dataset"}
+_HF_TRAINER_PARAMS = ("model", "args", "data_collator", "train_dataset", "eval_dataset")
+# the Trainer's methods that evaluate (also inside train(), at its eval_strategy)
+_HF_EVALUATION = frozenset({"evaluate", "_evaluate", "evaluation_loop", "prediction_loop", "prediction_step"})
 
-def _is_lightning(file: str) -> bool:
-    """Whether a traced frame's file is Lightning's own code."""
+
+# where pip (or Debian's python3-*) installs; "<site-packages>" in a recorded run (tests/record.py)
+_INSTALLED = frozenset({"site-packages", "dist-packages", "<site-packages>"})
+
+
+def _framework(file: str) -> str | None:
+    """The training framework a traced frame's file belongs to: "lightning", "transformers" or None."""
     parts = Path(file).parts
-    return "site-packages" in parts and ("lightning" in parts or "pytorch_lightning" in parts)
+    if not _INSTALLED & set(parts):
+        return None
+    if "lightning" in parts or "pytorch_lightning" in parts:
+        return "lightning"
+    return "transformers" if "transformers" in parts else None
+
+
+def _is_call_machinery(file: str) -> bool:
+    """torch's ``Module.__call__`` and accelerate's forward wrappers: frames between a
+    framework's call of the model and the model's ``forward``."""
+    parts = Path(file).parts
+    return bool(_INSTALLED & set(parts)) and ("torch" in parts or "accelerate" in parts)
 
 
 @dataclass(frozen=True)
@@ -573,6 +597,8 @@ class ValueWalk:
         self.budget = budget
         self._files: dict[Path, ProjectFile | None] = {}
         self.getitem: tuple[ProjectFile, cst.Return] | None = None  # the last Dataset item the walk read
+        # the function a framework handed the batch to, and the key of the items it was followed by
+        self.framework_batch: tuple[ProjectFile, cst.FunctionDef, str] | None = None
         self._views: dict[int, TracedFrame | Unreadable] = {}
 
     def follow(
@@ -580,7 +606,7 @@ class ValueWalk:
     ) -> Result:
         """One value, followed from its expression at a traced frame (under another policy
         than the walk's own when ``at_call`` is given: a pattern asking a second question)."""
-        self.getitem = None
+        self.getitem = self.framework_batch = None
         own = self.at_call
         self.at_call = at_call or own
         try:
@@ -799,6 +825,11 @@ class ValueWalk:
         passes_items = (builtin and name in ("iter", "list", "tuple")) or (qualified or "").split(".")[0] == "tqdm"
         if passes_items and call.args and head == ITEM:
             return self.resolve(call.args[0].value, ctx, path, step)
+        if builtin and name == "dict" and head is not None and head.kind == "key" and not any(a.keyword is None for a in call.args):
+            given = keyword_arg(call, str(head.value))  # dict(input_ids=..., labels=labels): a collator's batch
+            if given is None:
+                return Lost(f"`{file.code(call)}` has no key {head.value!r}", file, call, trail=trail)
+            return self.resolve(given.value, ctx, path[1:], step)
         if builtin and name == "next" and call.args:
             return self.resolve(call.args[0].value, ctx, (ITEM, *path), step)
         if builtin and name in ("enumerate", "zip") and head == ITEM and len(path) > 1 and path[1].kind == "index":
@@ -916,28 +947,58 @@ class ValueWalk:
         return found
 
     def _framework_batch(self, ctx: Context, name: str, path: KeyPath, trail: tuple[str, ...]) -> Result | None:
-        """The batch Lightning hands a LightningModule's ``*_step`` hook: an item of the loader
-        that the DataModule given to ``trainer.fit(...)`` (or else the module itself) returns.
+        """The batch a framework hands the user's code, followed to where its items are made:
+        Lightning's ``*_step`` hooks (see _lightning_batch) and the model's ``forward`` or a
+        Trainer subclass's ``compute_loss`` under Hugging Face's Trainer (see _hf_batch).
 
-        Only where the run proves it: the traced frame that called the hook is Lightning's, and
-        the user frame before it is the traced ``trainer.fit/validate/test/predict(...)`` call."""
+        Only where the run proves it: the traced frame that called the hook is the framework's
+        (past torch's module call), and the user frame before it is the traced run call
+        (``trainer.fit(...)``, ``trainer.train()``...)."""
         function = ctx.function
         if function is None or ctx.instance is None or ctx.frame is None or ctx.frame == 0:
             return None
-        loader = _STEP_LOADERS.get(function.name.value)
         params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
-        if loader is None or params[1:2] != [name]:
+        if name not in params[1:]:
             return None
         frames = list(self.failure.frames)
         hook = self.frames[ctx.frame]
         position = next((i for i, f in enumerate(frames) if f is hook), None)
-        if position is None or position == 0 or not _is_lightning(frames[position - 1].file):
+        if position is None:
+            return None
+        position -= 1
+        while position >= 0 and _is_call_machinery(frames[position].file):
+            position -= 1
+        framework = _framework(frames[position].file) if position >= 0 else None
+        if framework is None:
             return None
         caller = self.view(ctx.frame - 1)
         if isinstance(caller, Unreadable) or not isinstance(caller.expression, cst.Call):
             return None
         run = caller.expression
-        if not (isinstance(run.func, cst.Attribute) and run.func.attr.value in _TRAINER_RUNS):
+        if not isinstance(run.func, cst.Attribute):
+            return None
+        if framework == "lightning" and params[1:2] == [name] and run.func.attr.value in _TRAINER_RUNS:
+            return self._lightning_batch(ctx, caller, run, path, trail)
+        if framework == "transformers" and run.func.attr.value in _HF_RUNS:
+            # the evaluation train() runs (eval_strategy) takes its batches from the eval dataset
+            start = next((i for i, f in enumerate(frames) if f is caller.frame), position)
+            evaluating = any(f.function in _HF_EVALUATION for f in frames[start:position + 1] if _framework(f.file) == "transformers")
+            if function.name.value == "forward":
+                self.framework_batch = (ctx.file, function, name)
+                return self._hf_batch(function, caller, run, evaluating, (Key("key", name), *path), trail)
+            if function.name.value in _HF_BATCH_HOOKS and params[2:3] == [name]:
+                return self._hf_batch(function, caller, run, evaluating, path, trail)
+        return None
+
+    def _lightning_batch(
+        self, ctx: Context, caller: TracedFrame, run: cst.Call, path: KeyPath, trail: tuple[str, ...]
+    ) -> Result | None:
+        """The batch Lightning hands a LightningModule's ``*_step`` hook: an item of the loader
+        that the DataModule given to ``trainer.fit(...)`` (or else the module itself) returns."""
+        function, owner = ctx.function, ctx.instance
+        assert function is not None and owner is not None
+        loader = _STEP_LOADERS.get(function.name.value)
+        if loader is None:
             return None
         # what the call is given besides the model: the DataModule (``datamodule=``, or the
         # argument after the model, which may be loaders instead), or loaders, which replace
@@ -948,7 +1009,6 @@ class ValueWalk:
         given = positional + datamodule
         if keywords or len(given) > 1:
             return Lost(f"the loaders passed to `{caller.file.code(run.func)}(...)` are not followed", caller.file, run, trail=trail)
-        owner: Instance = ctx.instance
         if given:
             made = self._datamodule(caller, given[0].value, given[0].keyword is not None, run, trail)
             if isinstance(made, Lost):
@@ -997,6 +1057,72 @@ class ValueWalk:
             return Lost(f"`{code}`, given to `{caller.file.code(run.func)}(...)`, is not a LightningDataModule of the project "
                         "(loaders there are not followed)", caller.file, run, trail=trail)
         return Instance(cls, home, Ref(given, ctx)), trail
+
+    def _hf_batch(
+        self, function: cst.FunctionDef, caller: TracedFrame, run: cst.Call, evaluating: bool, path: KeyPath,
+        trail: tuple[str, ...],
+    ) -> Result:
+        """The batch Hugging Face's Trainer hands the model's ``forward`` (as keywords) or a
+        Trainer subclass's ``compute_loss``: the items of the dataset the run takes (the eval
+        dataset where ``train()`` is ``evaluating`` at its eval_strategy), collated by
+        the ``data_collator`` given to the Trainer (followed into a collator of the project) or
+        else by transformers' default collator, which stacks each key of the items as it is."""
+        file, method = caller.file, run.func
+        assert isinstance(method, cst.Attribute)
+        wanted = "eval_dataset" if method.attr.value == "train" and evaluating else _HF_RUNS[method.attr.value]
+        trainer = self._hf_trainer(caller, method.value)
+        if isinstance(trainer, Lost):
+            return replace(trainer, trail=trail)
+        made, made_ctx = trainer
+        dataset: Ref | None = None
+        if method.attr.value != "train":
+            given = argument(run, 0, wanted)
+            dataset = Ref(given.value, caller.ctx) if given is not None else None
+        if dataset is None:
+            given = argument(made, _HF_TRAINER_PARAMS.index(wanted), wanted) if wanted in _HF_TRAINER_PARAMS else None
+            if given is None:
+                return Lost(f"no {wanted} is given to `{file.code(run.func)}(...)` or the Trainer", file, run, trail=trail)
+            dataset = Ref(given.value, made_ctx)
+        phase = f"Trainer.{method.attr.value}()" + (" evaluating" if evaluating and method.attr.value == "train" else "")
+        step = (*trail, f"{phase} passes {function.name.value}() a batch of `{dataset.ctx.file.code(dataset.node)}`")
+        collator = argument(made, _HF_TRAINER_PARAMS.index("data_collator"), "data_collator")
+        if collator is None:
+            if argument(made, 5, "processing_class") is not None or keyword_arg(made, "tokenizer") is not None:
+                return Lost("the Trainer pads its batches with the processing class's collator", made_ctx.file, made, trail=trail)
+            return self.resolve(dataset.node, dataset.ctx, (ITEM, *path), step)
+        return self._collated(Ref(collator.value, made_ctx), path, step)
+
+    def _hf_trainer(self, caller: TracedFrame, trainer: cst.BaseExpression) -> tuple[cst.Call, Context] | Lost:
+        """The ``Trainer(...)`` call that made the trainer a run is called on, in the caller's scope."""
+        file = caller.file
+        bound = self.last_bind(caller.ctx, trainer.value) if isinstance(trainer, cst.Name) else None
+        if bound is None or not isinstance(bound[0], cst.Assign) or bound[1] != () or not isinstance(bound[0].value, cst.Call):
+            return Lost(f"`{file.code(trainer)}`, the Trainer, is not made by a call in the same function", file, trainer)
+        return bound[0].value, replace(caller.ctx, before=file.line(bound[0]))
+
+    def _collated(self, collator: Ref, path: KeyPath, trail: tuple[str, ...]) -> Result:
+        """A batch returned by a data collator of the project: an instance of a class with a
+        ``__call__`` (made at the Trainer call or bound before it), or a function."""
+        node, ctx = collator.node, collator.ctx
+        if isinstance(node, cst.Name):
+            bound = self.last_bind(ctx, node.value)
+            if bound is not None and isinstance(bound[0], cst.Assign) and bound[1] == () and isinstance(bound[0].value, cst.Call):
+                ctx = replace(ctx, before=ctx.file.line(bound[0]))
+                node = bound[0].value
+        what = node.func if isinstance(node, cst.Call) else node
+        defined = self._definition(ctx, what)
+        if defined is None:
+            return Lost(f"the batches are made by the collator `{ctx.file.code(collator.node)}`, which the walk does not follow", ctx.file, collator.node, trail=trail)
+        home, definition, _ = defined
+        step = (*trail, f"collated by {ctx.file.step(node)}")
+        if isinstance(definition, cst.ClassDef) and isinstance(node, cst.Call):
+            call = next((m for m in _methods(definition) if m.name.value == "__call__"), None)
+            if call is None:
+                return Lost(f"{definition.name.value} has no __call__ of its own", home, definition, trail=trail)
+            return self._returned(call, home, {}, Instance(definition, home, Ref(node, ctx)), path, step)
+        if isinstance(definition, cst.FunctionDef) and not isinstance(node, cst.Call):
+            return self._returned(definition, home, {}, None, path, step)
+        return Lost(f"the collator `{ctx.file.code(collator.node)}` is not a collator the walk can follow", ctx.file, collator.node, trail=trail)
 
     def _adjacent(self, index: int) -> bool:
         """Whether user frame ``index`` and the next one follow each other in the traceback."""

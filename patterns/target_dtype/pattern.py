@@ -507,9 +507,35 @@ class _Locator:
         made = self._walked.get(id(result.call if isinstance(result, Made) else result.node))
         if isinstance(made, Decline) or not isinstance(result, Made) or made is None:
             return made if isinstance(made, Decline) else None
-        if not self._fed_from(made):
+        if not self._fed_from(made) and not self._fed_by_framework(walk, made):
             return None
         return replace(made, through=result.trail)
+
+    def _fed_by_framework(self, walk: ValueWalk, made: _Made) -> bool:
+        """Labels a framework hands the failing function as one key of its batch (Hugging Face's
+        Trainer calls ``forward(**batch)``), made in the Dataset item that key is returned from:
+        the fix goes there when the function reads them only as the failing loss's class target
+        (or dtype-blind) and the Dataset reads them only to return them."""
+        if walk.framework_batch is None or walk.getitem is None:
+            return False
+        hook_file, hook, key = walk.framework_batch
+        item_file, returned = walk.getitem
+        if hook_file.src.path != self.src.path or item_file.src is not made.src or not isinstance(returned.value, cst.Dict):
+            return False
+        element = next(
+            (e.value for e in returned.value.elements
+             if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == key),
+            None,
+        )
+        getitem = item_file.enclosing(returned, cst.FunctionDef)
+        cls = item_file.enclosing(getitem, cst.ClassDef) if getitem is not None else None
+        if element is None or not isinstance(getitem, cst.FunctionDef) or not isinstance(cls, cst.ClassDef):
+            return False
+        self._reached = set()
+        return (
+            self._reads_blind(self.src, hook, key) and id(self.loss.call) in self._reached
+            and _dataset_reads_blind(made.src, cls, getitem, element, made) and self._followed_reads_blind(made)
+        )
 
     def _at_walked_call(
         self, walk: ValueWalk, call: cst.Call, qualified: str | None, ctx: Context, path: KeyPath, trail: tuple[str, ...]

@@ -10,6 +10,7 @@ from . import (
     argparse_batch,
     dataloader_limits,
     file_guard,
+    hf_trainer,
     layer_sites,
     lightning_fit,
     linears,
@@ -19,5 +20,5 @@ from . import (
     step_budget,
 )
 
-BEFORE_PATTERNS = (progress, dataloader_limits, step_budget, lightning_fit, module_sites, layer_sites, linears)
+BEFORE_PATTERNS = (progress, dataloader_limits, step_budget, lightning_fit, hf_trainer, module_sites, layer_sites, linears)
 AFTER_PATTERNS = (health, argparse_batch, file_guard, notebook_progress)

@@ -7,6 +7,7 @@ run creates is logged so that the parent can remove it afterwards. The replaceme
 """
 
 import builtins
+import functools
 import hashlib
 import io
 import os
@@ -15,6 +16,7 @@ from typing import Any, Optional, Set
 
 from .. import realos
 from ..context import Run
+from ..imports import when_imported
 
 NAME = "file-guard"
 NEEDS_TORCH = False
@@ -343,6 +345,27 @@ def _guard_torch_serialization(hooks: Any) -> None:
     hooks.torch_function("save", guarded_save)
 
 
+def _guard_safetensors(module: Any) -> None:
+    """safetensors.torch writes and reads a path in Rust, past the patched ``open`` (Hugging
+    Face's Trainer saves its checkpoints with it): guard the paths of ``save_file`` and
+    ``load_file`` here."""
+    real_save, real_load = module.save_file, module.load_file
+
+    @functools.wraps(real_save)
+    def save_file(tensors: Any, filename: Any, *args: Any, **kwargs: Any) -> Any:
+        if GUARD is not None and _is_path(filename):
+            filename = GUARD.path_for_write(_real_path(filename), keep_content=False)
+        return real_save(tensors, filename, *args, **kwargs)
+
+    @functools.wraps(real_load)
+    def load_file(filename: Any, *args: Any, **kwargs: Any) -> Any:
+        if GUARD is not None and _is_path(filename):
+            filename = GUARD.path_for_read(_real_path(filename))
+        return real_load(filename, *args, **kwargs)
+
+    module.save_file, module.load_file = save_file, load_file
+
+
 # The script's view of the file system: what it wrote, renamed and deleted, never the disk's
 # stale state (shadow copies stand in for the files, deletion markers hide them)
 
@@ -467,6 +490,7 @@ def install_file_guard(scratch: Any, created_log: Any, hooks: Any = None) -> Any
     GUARD = FileGuard(scratch, created_log)
     if hooks is not None:
         _guard_torch_serialization(hooks)
+    when_imported("safetensors.torch", _guard_safetensors)
     import pathlib  # noqa: F401  (imported before os is patched: its accessor binds the originals)
 
     originals = {"open": os.open, "stat": os.stat, "lstat": os.lstat, "listdir": os.listdir,

@@ -6,9 +6,10 @@ iteration (see loops.py), so the iteration that took the step finishes and the s
 on after the outermost one: evaluation, plotting, sampling, saving all run. A break is a
 real ``break``: ``with`` blocks and ``finally`` clauses run, ``for ... else`` does not.
 
-A framework's fit (Lightning's ``Trainer.fit``) holds its loop in library code, where no
-``break`` can go: the framework's probe opens a fit here (``enter_fit``) with the way to end it
-cleanly, the framework's own stop (probes/lightning_fit.py), and the fit is counted and left as
+A framework's fit (Lightning's ``Trainer.fit``, Hugging Face's ``Trainer.train``) holds its loop
+in library code, where no ``break`` can go: the framework's probe opens a fit here
+(``enter_fit``) with the way to end it cleanly, the framework's own stop (probes/lightning_fit.py,
+probes/hf_trainer.py), and the fit is counted and left as
 a loop at the user's call, its kind ``fit``. The loops of the user's frames that hold that call
 are counted and left with it, as the loops around a hand-written inner loop are.
 """
