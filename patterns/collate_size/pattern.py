@@ -39,7 +39,10 @@ def _torch_data(frame: Frame) -> bool:
 
 
 def _in_default_collate(frame: Frame) -> bool:
-    return _torch_data(frame) and frame.file.replace("\\", "/").endswith("/collate.py")
+    # _utils/collate.py since 1.1; before, default_collate lived in dataloader.py
+    return _torch_data(frame) and (
+        frame.file.replace("\\", "/").endswith("/collate.py") or frame.function == "default_collate"
+    )
 
 
 def _collate_entry(frames: tuple[Frame, ...]) -> int | None:
