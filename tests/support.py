@@ -186,6 +186,13 @@ class PatternCase:
         return str(self.config.get("expect", "fix"))
 
     @property
+    def unclaimed(self) -> bool:
+        """A look-alike the pattern must not even recognise (``unclaimed = true``): `classify`
+        and `doctor` give a pattern's remedy from its match alone, and a diagnose-only pattern
+        that ranks first makes the run diagnosed, so such a pattern refuses in ``match``."""
+        return bool(self.config.get("unclaimed", False))
+
+    @property
     def id(self) -> str:
         return f"{self.pattern_id}/{self.name}"
 

@@ -29,16 +29,49 @@ _WHILE_COLLATING = (
     # default_collate in a worker process stacks into shared memory sized for equal samples
     signature("RuntimeError", r"Trying to resize storage that is not resizable"),
 )
-_COLLATE = re.compile(r"collate", re.IGNORECASE)
+# A call of a collate function on a line of torch.utils.data: the fetcher's
+# ``return self.collate_fn(data)``, 1.0's worker ``samples = collate_fn([dataset[i] ...])``.
+_CALLS_COLLATE = re.compile(r"\bcollate(?:_fn)?\s*\(")
 
 
-def _collating(failure: Failure) -> bool:
-    """Whether the failure happened while a DataLoader collated a batch."""
-    for frame in (*failure.frames, *failure.worker_frames):
-        if _COLLATE.search(frame.function) or _COLLATE.search(frame.code or "") or frame.file.endswith("collate.py"):
-            return True
+def _torch_data(frame: Frame) -> bool:
+    return "torch/utils/data/" in frame.file.replace("\\", "/")
+
+
+def _in_default_collate(frame: Frame) -> bool:
+    # _utils/collate.py since 1.1; before, default_collate lived in dataloader.py
+    return _torch_data(frame) and (
+        frame.file.replace("\\", "/").endswith("/collate.py") or frame.function == "default_collate"
+    )
+
+
+def _collate_entry(frames: tuple[Frame, ...]) -> int | None:
+    """The index of the innermost frame where a collation of a batch starts: torch's default
+    collate, or a line of torch.utils.data calling the DataLoader's collate_fn; None when the
+    exception was not raised under one, or was raised in a Dataset's ``__getitem__`` that the
+    same line of the fetcher called (a stack there joins the pieces of one sample, not a batch)."""
+    for index in range(len(frames) - 1, -1, -1):
+        frame = frames[index]
+        calls = _CALLS_COLLATE.search(frame.code) if frame.code is not None else frame.file.endswith("fetch.py")
+        if _in_default_collate(frame) or (_torch_data(frame) and calls):
+            if any(f.function == "__getitem__" for f in frames[index + 1 :]):
+                return None
+            return index
+    return None
+
+
+def _collation_frames(failure: Failure) -> tuple[Frame, ...] | None:
+    """The frames (the worker's where a worker raised) through which a DataLoader's collate (or
+    a direct call of torch's default collate) raised the failure, None when none did: a
+    ``torch.stack`` of the script's own, in a training loop or a ``__getitem__``, is no collate
+    problem even where the script has a DataLoader."""
+    frames = failure.worker_frames or failure.frames
+    if _collate_entry(frames) is not None:
+        return frames
     # an old worker re-raise carries the worker's traceback only as text
-    return bool(re.search(r"\bdefault_collate\b|collate_fn\(", failure.message))
+    if not failure.worker_frames and re.search(r"\bdefault_collate\b|collate_fn\(", failure.message):
+        return ()
+    return None
 
 
 def _sizes(text: str | None) -> list[int] | None:
@@ -65,8 +98,10 @@ class CollateSize(Pattern):
         default collate in a worker may say ``Trying to resize storage that is not resizable``
         instead. Releases up to 1.4 said ``invalid argument 0: Sizes of tensors must match
         except in dimension 0. Got 35 and 34 in dimension 1`` (those texts count only when the
-        frames show a collate function). The diagnosis reads the two shapes to tell
-        variable-length sequences from images of different sizes or channel counts.
+        frames show a collate function). Every one of these texts counts only when the
+        traceback runs through a collation: torch's default collate, or the collate_fn the
+        DataLoader's fetcher calls. The diagnosis reads the two shapes to tell variable-length
+        sequences from images of different sizes or channel counts.
 
     Example:
         Token sequences of lengths 5 and 6 with the default collate: diagnosed at the
@@ -80,8 +115,10 @@ class CollateSize(Pattern):
 
     Not handled:
         The Dataset class is not traced from the loop (the diagnosis points at the loop, or
-        at the user's collate function or ``__getitem__`` when the traceback shows one); a
-        ``torch.cat`` size mismatch outside collation is another failure.
+        at the user's collate function when the traceback shows one). A ``torch.stack`` or
+        ``torch.cat`` of the script's own (in a training loop, after it, or in a Dataset's
+        ``__getitem__`` joining the pieces of one sample) is not recognised, even in a script
+        with a DataLoader: padding the batches would not reach it.
     """
 
     ID = "collate-size"
@@ -110,10 +147,12 @@ class CollateSize(Pattern):
     )
 
     def match(self, failure: Failure) -> re.Match[str] | None:
-        found = super().match(failure)
-        if found is not None or not _collating(failure):
-            return found
-        for sig in _WHILE_COLLATING:
+        # The words alone do not tell a batch from any other stack: `classify` and `doctor` give
+        # this pattern's remedy from the match alone, so a stack the frames do not show under a
+        # collate is not recognised at all.
+        if _collation_frames(failure) is None:
+            return None
+        for sig in (*self.SIGNATURES, *_WHILE_COLLATING):
             found = sig.match(failure.exc_type, failure.message)
             if found is not None:
                 return found
@@ -129,25 +168,25 @@ class CollateSize(Pattern):
         frame = worker_frame or failure.user_frame
         if frame is None:
             return self.decline(f"{what}; no frame of the project's code shows where", diagnosis=remedy)
-        own_collate = self._own_collate(failure, frame)
-        if own_collate:
+        frames = _collation_frames(failure) or ()
+        entry = _collate_entry(frames)
+        # the DataLoader's own line that called its collate_fn (the fetcher), if one did
+        loader = next(
+            (i for i in range(entry if entry is not None else -1, -1, -1)
+             if _torch_data(frames[i]) and not _in_default_collate(frames[i])),
+            None,
+        )
+        if loader is not None and frame in frames[loader + 1 :]:
             where = f"the collate function at {place(frame)} stacks them as they come"
             remedy += f" Do it in the collate function at {place(frame)}, or make __getitem__ return one size."
-        elif frame.function == "__getitem__":
-            where = f"the Dataset's __getitem__ at {place(frame)} returns them"
+        elif loader is None and entry is not None:
+            where = f"the default collate called at {place(frame)} stacks them"
         else:
-            where = f"the DataLoader iterated at {place(frame)} stacks them with its default collate"
+            default = loader is None or (loader + 1 < len(frames) and _in_default_collate(frames[loader + 1]))
+            collate = "its default collate" if default else "its collate_fn"
+            where = f"the DataLoader iterated at {place(frame)} stacks them with {collate}"
         process = " (in a DataLoader worker process)" if failure.worker_frames else ""
         return self.decline(f"{what}, and {where}{process}", diagnosis=remedy, at=frame)
-
-    @staticmethod
-    def _own_collate(failure: Failure, frame: Frame) -> bool:
-        """Whether the failing user frame is a collate function of the project."""
-        frames = failure.worker_frames or failure.frames
-        if frame not in frames:
-            return False
-        above = frames[: frames.index(frame)]
-        return any(_COLLATE.search(f.code or "") or _COLLATE.search(f.function) for f in above) and not frame.file.endswith("collate.py")
 
     @staticmethod
     def _explain(first: list[int] | None, other: list[int] | None, groups: dict[str, str | Any]) -> tuple[str, str]:
