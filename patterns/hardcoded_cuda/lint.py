@@ -18,7 +18,7 @@ from repairbot.analysis import (
     string_value,
     torch_reference,
 )
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.types import Applicability
 
 _GPU_LIBRARIES = frozenset({"triton", "cutlass", "cupy", "pycuda", "cuda"})
@@ -66,6 +66,7 @@ class HardcodedCuda(LintRule):
     """
 
     ID = "hardcoded-cuda"
+    SEVERITY = Severity.WARNING
     TITLE = "A hard-coded CUDA device that fails on a machine without a GPU"
     MESSAGE = "this hard-codes CUDA: it fails on a machine without a GPU"
     APPLICABILITY = Applicability.SAFE

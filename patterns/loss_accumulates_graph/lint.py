@@ -16,7 +16,7 @@ from repairbot.analysis import (
     within,
 )
 from repairbot.codemod import method_call
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.types import Applicability
 
 # calls that turn a tensor into a number or a detached tensor
@@ -48,6 +48,7 @@ class LossAccumulatesGraph(LintRule):
     """
 
     ID = "loss-accumulates-graph"
+    SEVERITY = Severity.WARNING
     TITLE = "A running total of loss tensors that keeps every autograd graph alive"
     MESSAGE = "the running total keeps every iteration's autograd graph alive"
     APPLICABILITY = Applicability.SAFE

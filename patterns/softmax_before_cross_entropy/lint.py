@@ -16,7 +16,7 @@ from repairbot.analysis import (
     within,
 )
 from repairbot.codemod import remove_arg
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.lint.walk import children, descendants
 from repairbot.types import Applicability
 
@@ -79,6 +79,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
     """
 
     ID = "softmax-before-cross-entropy"
+    SEVERITY = Severity.WARNING
     TITLE = "Softmax applied to the logits that cross-entropy receives"
     MESSAGE = "cross_entropy receives softmax probabilities, not logits"
     APPLICABILITY = Applicability.SAFE

@@ -23,7 +23,7 @@ from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from repairbot.analysis import ImportTable
 from repairbot.edits import Replacement, apply_edits, edits_of
-from repairbot.lint.rule import FileContext, LintRule, Report, handlers
+from repairbot.lint.rule import FileContext, LintRule, Report, Severity, handlers
 from repairbot.lint.walk import Handler, descendants, imports, walk
 from repairbot.sources import line_endings
 from repairbot.types import Applicability
@@ -80,6 +80,7 @@ class Finding:
     # In a notebook: the code cell (line and edit are then within it) and the .ipynb file's line
     cell: int | None = None
     source_line: int | None = None
+    severity: Severity = Severity.WARNING  # the rule's (a parse error: ERROR)
 
 
 @dataclass(frozen=True)
@@ -151,15 +152,22 @@ def _overlap(a: CodeRange, b: CodeRange) -> bool:
                 or (b.end.line, b.end.column) <= (a.start.line, a.start.column))
 
 
-def _edit(before: str, after: str) -> TextEdit:
-    """The narrowest replacement that turns ``before`` into ``after``."""
-    prefix = 0
+def common_ends(before: str, after: str) -> tuple[int, int]:
+    """The lengths of the longest common prefix and (in what is left) common suffix of two
+    texts: what stays when ``before`` becomes ``after`` by one replacement."""
     limit = min(len(before), len(after))
+    prefix = 0
     while prefix < limit and before[prefix] == after[prefix]:
         prefix += 1
     suffix = 0
     while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
         suffix += 1
+    return prefix, suffix
+
+
+def _edit(before: str, after: str) -> TextEdit:
+    """The narrowest replacement that turns ``before`` into ``after``."""
+    prefix, suffix = common_ends(before, after)
 
     def position(offset: int) -> tuple[int, int]:
         line = before.count("\n", 0, offset) + 1
@@ -308,7 +316,7 @@ class _Pass:
             found.append(Finding(
                 path=display, line=where.start.line, column=where.start.column + 1,
                 end_line=where.end.line, end_column=where.end.column + 1,
-                rule=report.rule, message=report.message, fix=report.fix, edit=edit,
+                rule=report.rule, message=report.message, fix=report.fix, edit=edit, severity=report.severity,
             ))
         return tuple(sorted(found, key=lambda f: (f.line, f.column, f.rule)))
 
@@ -425,7 +433,10 @@ def _parse_error(display: str, data: bytes, error: Exception) -> Finding:
     else:
         if isinstance(error, cst.ParserSyntaxError):  # valid Python that LibCST cannot read
             line, column = error.raw_line, error.raw_column + 1
-    return Finding(display, line, column, line, column, PARSE_ERROR, f"cannot parse: {message}", Applicability.NONE)
+    return Finding(
+        display, line, column, line, column, PARSE_ERROR, f"cannot parse: {message}", Applicability.NONE,
+        severity=Severity.ERROR,
+    )
 
 
 def lint_file(
@@ -440,7 +451,10 @@ def lint_file(
     except OSError as error:
         return FileResult(
             display, 0, parsed=False,
-            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read: {error.strerror}", Applicability.NONE),),
+            findings=(Finding(
+                display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read: {error.strerror}", Applicability.NONE,
+                severity=Severity.ERROR,
+            ),),
         )
     return lint_bytes(data, path, display, rules, fix, edits, package_of(path.absolute().parent))
 
