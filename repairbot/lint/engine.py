@@ -23,7 +23,7 @@ from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from repairbot.analysis import ImportTable
 from repairbot.edits import Replacement, apply_edits, edits_of
-from repairbot.lint.rule import FileContext, LintRule, Report, Severity, handlers
+from repairbot.lint.rule import FileContext, LintRule, Report, Severity, handlers, statement_path
 from repairbot.lint.walk import Handler, descendants, imports, walk
 from repairbot.sources import line_endings
 from repairbot.types import Applicability
@@ -124,7 +124,9 @@ def import_table(module: cst.Module) -> ImportTable:
 
 
 def run_rules(module: cst.Module, rules: Sequence[type[LintRule]], path: Path, package: str | None) -> list[Report]:
-    """Every report of ``rules`` on a parsed module, in one walk."""
+    """Every report of ``rules`` on a parsed module, in one walk; each report and each node its
+    fix swaps carries the statement path that holds it (``Report.statements``, ``Report.held``),
+    so that positions are computed for those statements alone."""
     context = FileContext(path=path, module=module, imports=import_table(module), package=package)
     instances = [rule(context) for rule in rules]
     visits: dict[type[cst.CSTNode], list[Handler]] = defaultdict(list)
@@ -132,8 +134,14 @@ def run_rules(module: cst.Module, rules: Sequence[type[LintRule]], path: Path, p
     for instance in instances:
         for kind, node_class, name in _handler_table(type(instance)):
             (visits if kind == "visit" else leaves)[node_class].append(getattr(instance, name))
-    walk(module, visits, leaves, context.stack)
-    return [report for instance in instances for report in instance.reports]
+    paths: dict[cst.CSTNode, tuple[cst.CSTNode, ...]] = {}
+    walk(module, visits, leaves, context.stack, statement_path, paths)
+    reports = [report for instance in instances for report in instance.reports]
+    for report in reports:
+        # a report made in leave_Module has no statement of its own: where its node was met
+        held = [paths.get(node) for node in (report.node, *report.replacements())]
+        report.held = tuple(path for path in held if path)
+    return reports
 
 
 def _suppressed(line_text: str, rule: str) -> bool:
@@ -225,15 +233,20 @@ def statement_positions(
         return None
     lines = text.splitlines(keepends=True)
     done: set[cst.CSTNode] = set()
+    # each body's statements with their AST statements, paired once (many paths share a body)
+    paired: dict[int, dict[cst.CSTNode, ast.stmt] | None] = {}
     for path in paths:
         body: Sequence[cst.BaseStatement] = module.body
         nodes: list[ast.stmt] = tree.body
         indents: list[str] = []
         for depth, statement in enumerate(path):
-            groups = _ast_groups(body, nodes)
-            if groups is None or not isinstance(statement, cst.BaseStatement) or statement not in body:
+            if id(body) not in paired:
+                groups = _ast_groups(body, nodes)
+                paired[id(body)] = None if groups is None else dict(zip(body, groups, strict=True))
+            pairs = paired[id(body)]
+            node = pairs.get(statement) if pairs is not None else None
+            if node is None or not isinstance(statement, cst.BaseStatement):
                 return None
-            node = groups[list(body).index(statement)]
             if depth < len(path) - 1:
                 block = getattr(statement, "body", None)
                 if not isinstance(block, cst.IndentedBlock) or not isinstance(getattr(node, "body", None), list):
@@ -297,7 +310,7 @@ class _Pass:
         if not reports:
             return
         needed = {node for report in reports for node in (report.node, *report.replacements())}
-        hints = {report.statements for report in reports if report.statements}
+        hints = {path for report in reports for path in (report.statements, *report.held) if path}
         self.positions = needed_positions(module, text, needed, hints)
         lines = text.split("\n")
         for report in reports:

@@ -123,6 +123,9 @@ class Report:
     # then computed for the innermost one alone
     statements: tuple[cst.CSTNode, ...] = ()
     severity: Severity = Severity.WARNING
+    # the statement paths of the report's node and of the nodes its fix swaps, where the walk
+    # met them (set by the engine)
+    held: tuple[tuple[cst.CSTNode, ...], ...] = ()
 
     def replacements(self) -> dict[cst.CSTNode, Replacement]:
         """Every node this finding's fix swaps, with its replacement."""
