@@ -204,7 +204,12 @@ def _detached_in(loop: cst.CSTNode, name: str) -> bool:
 
 
 def _backpropagated(scope: cst.CSTNode, total: str) -> bool:
-    return any(is_method_call(c, "backward") and dotted_name(receiver(c) or cst.Name("_")) == total for c in calls_within(scope))
+    for call in calls_within(scope):
+        if is_method_call(call, "backward"):
+            backpropagated = receiver(call)
+            if backpropagated is not None and dotted_name(backpropagated) == total:
+                return True
+    return False
 
 
 def _used_as_tensor(context: FileContext, scope: cst.CSTNode, total: str) -> bool:
