@@ -289,6 +289,16 @@ async def test_pyproject_select_ignore_per_file_ignores_and_settings_override(tm
 
 
 @pytest.mark.asyncio
+async def test_pyproject_is_read_again_on_save(tmp_path: Path) -> None:
+    async with session() as client:
+        uri = opened(client, tmp_path / "train.py", SCRIPT)
+        assert len(await diagnostics(client, uri)) == 2
+        (tmp_path / "pyproject.toml").write_text('[tool.repairbot]\nignore = ["exp-minus-one"]\n')
+        client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+        assert [d.code for d in await diagnostics(client, uri)] == ["require-grad-typo"]
+
+
+@pytest.mark.asyncio
 async def test_an_unknown_rule_in_pyproject_is_a_logged_warning(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.repairbot]\nignore = ["exp-minus-one", "no-such-rule"]\n')
     async with session() as client:

@@ -10,11 +10,11 @@ noqa comments and the fixed text are the same.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -41,6 +41,7 @@ from repairbot.server.convert import FIX_ALL_KIND, diagnostic, lsp_lines, minima
 from repairbot.server.history import DEFAULT_REPORTS, PastFix, from_commit, line_of, read_reports
 from repairbot.types import Applicability, BadInput
 
+T = TypeVar("T")
 DEFAULT_DEBOUNCE_MS = 150
 _BOM = "\ufeff"
 
@@ -119,6 +120,8 @@ class RepairbotServer(LanguageServer):
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repairbot-lint")
         self.pending: dict[str, asyncio.Task[None]] = {}
         self.warned: set[str] = set()
+        # log messages of the worker thread, sent from the event loop (the writer is not thread-safe)
+        self.logs: list[types.LogMessageParams] = []
 
     def rules_for(self, path: Path) -> tuple[type[LintRule], ...]:
         """The rules of a file: its ``[tool.repairbot]`` table, the settings, its per-file-ignores
@@ -128,7 +131,7 @@ class RepairbotServer(LanguageServer):
         for problem in config.problems(every):
             if problem not in self.warned:
                 self.warned.add(problem)
-                self.window_log_message(types.LogMessageParams(types.MessageType.Warning, f"repairbot: {problem}"))
+                self.logs.append(types.LogMessageParams(types.MessageType.Warning, f"repairbot: {problem}"))
         return config.rules_for(path.absolute(), every, self.settings.rules)
 
     @property
@@ -177,7 +180,7 @@ class RepairbotServer(LanguageServer):
 
     def log_error(self, result: FileResult) -> None:
         if result.error:
-            self.window_log_message(types.LogMessageParams(types.MessageType.Error, f"repairbot: {result.error}"))
+            self.logs.append(types.LogMessageParams(types.MessageType.Error, f"repairbot: {result.error}"))
 
     def lint_cells(self, notebook_uri: str, cells: Sequence[tuple[str, str]], edits: bool) -> tuple[Notebook, dict[str, list[Finding]]]:
         """The findings of a notebook document's code cells (uri, text), linted as ``repairbot lint``
@@ -213,11 +216,10 @@ class RepairbotServer(LanguageServer):
     async def lint_now(self, uri: str) -> None:
         """Lint the document's (or the notebook's) current text in the worker and publish, unless
         it changed meanwhile."""
-        loop = asyncio.get_running_loop()
         notebook = self.workspace.get_notebook_document(notebook_uri=uri)
         if notebook is not None:
             notebook_version, cells = notebook.version, self.code_cells(uri)
-            published = await loop.run_in_executor(self.executor, self.notebook_diagnostics, uri, cells)
+            published = await self.in_worker(self.notebook_diagnostics, uri, cells)
             current = self.workspace.get_notebook_document(notebook_uri=uri)
             if current is not None and current.version == notebook_version:
                 for cell, found in published.items():
@@ -225,9 +227,17 @@ class RepairbotServer(LanguageServer):
             return
         document = self.workspace.get_text_document(uri)
         version, text = document.version, document.source
-        found = await loop.run_in_executor(self.executor, self.diagnostics_of, uri, text)
+        found = await self.in_worker(self.diagnostics_of, uri, text)
         if self.workspace.get_text_document(uri).version == version:
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=version))
+
+    async def in_worker(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` in the lint thread; then the log messages it left are sent."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
+        finally:
+            while self.logs:
+                self.window_log_message(self.logs.pop(0))
 
     def forget(self, uri: str, shown: Sequence[str]) -> None:
         """A document closed: no lint of it waits any longer, and ``shown`` (its documents, or a
@@ -382,14 +392,13 @@ def build_server() -> RepairbotServer:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: RepairbotServer, params: types.DidOpenTextDocumentParams) -> None:
         if ls.workspace.get_notebook_document(cell_uri=params.text_document.uri) is None:
+            config_for.cache_clear()  # pyproject.toml is read again on open and save
             ls.schedule(params.text_document.uri, 0)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def hover(ls: RepairbotServer, params: types.HoverParams) -> types.Hover | None:
         text = ls.workspace.get_text_document(params.text_document.uri).source
-        return await asyncio.get_running_loop().run_in_executor(
-            ls.executor, ls.hover_at, params.text_document.uri, text, params.position.line,
-        )
+        return await ls.in_worker(ls.hover_at, params.text_document.uri, text, params.position.line)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: RepairbotServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -397,6 +406,7 @@ def build_server() -> RepairbotServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: RepairbotServer, params: types.DidSaveTextDocumentParams) -> None:
+        config_for.cache_clear()
         ls.schedule(params.text_document.uri, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -405,6 +415,7 @@ def build_server() -> RepairbotServer:
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     def notebook_open(ls: RepairbotServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        config_for.cache_clear()
         ls.schedule(params.notebook_document.uri, 0)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
@@ -414,6 +425,7 @@ def build_server() -> RepairbotServer:
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
     def notebook_save(ls: RepairbotServer, params: types.DidSaveNotebookDocumentParams) -> None:
+        config_for.cache_clear()
         ls.schedule(params.notebook_document.uri, 0)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
@@ -431,9 +443,7 @@ def build_server() -> RepairbotServer:
         if not (wants_fixes or wants_all):
             return []
         text = ls.workspace.get_text_document(params.text_document.uri).source
-        actions = await asyncio.get_running_loop().run_in_executor(
-            ls.executor, ls.fix_edits, params.text_document.uri, text, params.range if wants_fixes else None,
-        )
+        actions = await ls.in_worker(ls.fix_edits, params.text_document.uri, text, params.range if wants_fixes else None)
         return [action for action in actions if wants_all or action.kind != FIX_ALL_KIND]
 
     return server
