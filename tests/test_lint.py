@@ -509,7 +509,7 @@ def test_config_select_ignore_and_per_file_ignores(tmp_path: Path, monkeypatch: 
     ("table", "named"),
     [
         ('[tool.repairbot]\nselect = ["no-such-rule"]\n', "select/ignore: no-such-rule"),
-        ('[tool.repairbot]\nignore = ["missing-zero"]\n', "select/ignore: missing-zero"),  # a prefix only at a "-"
+        ('[tool.repairbot]\nignore = ["missing-zer"]\n', "select/ignore: missing-zer"),  # a prefix only at a "-"
         ('[tool.repairbot.per-file-ignores]\n"*.py" = ["nope"]\n', '"*.py": nope'),
     ],
 )
