@@ -282,6 +282,13 @@ class Notebook:
 
 
 # reading ------------------------------------------------------------------------------------
+def from_cells(path: Path, sources: list[str]) -> Notebook:
+    """The program of a notebook given as its code cells' text (an editor's notebook document,
+    which has no file bytes to write back into)."""
+    cells = tuple(CodeCell(number, source, (0, 0), None) for number, source in enumerate(sources, 1))
+    return build(path, b"", "", cells)
+
+
 def load(path: Path, display: str | None = None) -> Notebook:
     """Read and check a notebook; NotebookError (one line) for one repairbot cannot run."""
     name = display or path.name
@@ -701,6 +708,7 @@ def _lint_notebook(path: Path, display: str, rules: Any, fix: Any, edits: bool, 
     from dataclasses import replace
 
     from repairbot.lint.engine import PARSE_ERROR, FileResult, Finding, lint_bytes
+    from repairbot.lint.rule import Severity
 
     try:
         notebook = load(path, display)
@@ -710,9 +718,28 @@ def _lint_notebook(path: Path, display: str, rules: Any, fix: Any, edits: bool, 
             return FileResult(display, 0, parsed=False, notes=(f"skipped: {message}",) if "kernel" in message else ())
         return FileResult(
             display, 0, parsed=True,
-            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read the notebook: {message}", Applicability.NONE),),
+            findings=(Finding(
+                display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read the notebook: {message}", Applicability.NONE,
+                severity=Severity.ERROR,
+            ),),
         )
     result = lint_bytes(notebook.program_bytes, path, display, rules, fix, edits, package)
+    findings = place_findings(notebook, result.findings)
+    new_data, notes = None, list(result.notes)
+    if result.new_data is not None:
+        try:
+            new_data = notebook.write_back(result.new_data)
+        except NotebookError as error:
+            notes.append(f"not fixed: {str(error).removeprefix(display + ': ')}")
+    return replace(result, findings=findings, new_data=new_data, notes=tuple(notes), fixed=result.fixed if new_data else 0)
+
+
+def place_findings(notebook: Notebook, findings: Any) -> Any:
+    """The lint findings of a notebook's program placed in its code cells (``Finding.cell``,
+    lines and edits within the cell); a finding on a prelude line is dropped."""
+    from dataclasses import replace
+
+    from repairbot.lint.engine import PARSE_ERROR, Finding
 
     def place(finding: Finding) -> Finding | None:
         start, end = notebook.locate(finding.line), notebook.locate(finding.end_line)
@@ -739,14 +766,7 @@ def _lint_notebook(path: Path, display: str, rules: Any, fix: Any, edits: bool, 
             edit=edit, source_line=notebook.file_line(start),
         )
 
-    findings = tuple(f for f in map(place, result.findings) if f is not None)
-    new_data, notes = None, list(result.notes)
-    if result.new_data is not None:
-        try:
-            new_data = notebook.write_back(result.new_data)
-        except NotebookError as error:
-            notes.append(f"not fixed: {str(error).removeprefix(display + ': ')}")
-    return replace(result, findings=findings, new_data=new_data, notes=tuple(notes), fixed=result.fixed if new_data else 0)
+    return tuple(f for f in map(place, findings) if f is not None)
 
 
 def file_diff(path: Path, before: bytes, after: bytes, display: str) -> str:

@@ -118,21 +118,25 @@ def _rule_example(rule: type[LintRule]) -> str:
 
 def _rule_section(rule: type[LintRule]) -> str:
     folder = rule.folder().relative_to(ROOT).as_posix()
-    parts = [f"## `{rule.ID}`\n", f"{rule.TITLE} (fix: {rule.fix_kinds()}; `{folder}/{rule.KIND.file}`).\n"]
+    parts = [f"## `{rule.ID}`\n", f"{rule.TITLE} (severity: {rule.SEVERITY}; fix: {rule.fix_kinds()}; `{folder}/{rule.KIND.file}`).\n"]
     parts += sections(rule)
     parts.append(f"**Example.**\n\n{_rule_example(rule)}")
     return "\n".join(parts)
 
 
 def render_rules(rules: Sequence[type[LintRule]]) -> str:
-    rows = [f"| [`{r.ID}`](#{r.ID}) | {r.fix_kinds()} | {cell(r.TITLE)} |" for r in rules]
-    table = "| id | fix | finds |\n| --- | --- | --- |\n" + "\n".join(rows) + "\n"
+    rows = [f"| [`{r.ID}`](#{r.ID}) | {r.SEVERITY} | {r.fix_kinds()} | {cell(r.TITLE)} |" for r in rules]
+    table = "| id | severity | fix | finds |\n| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n"
     body = "\n".join(_rule_section(r) for r in rules)
     intro = (
         f"{len(rules)} rules. `repairbot lint PATH...` reports them as `path:line:col: id message`; "
         "`--fix` applies the safe fixes, `--unsafe-fixes` the others too, `--diff` shows them without "
         "writing. A finding is silenced by `# repairbot: ignore[id]` (or `# repairbot: ignore`) on its "
-        "first line.\n"
+        "first line. `[tool.repairbot]` in `pyproject.toml` chooses the rules (`select`, `ignore`, "
+        "`per-file-ignores`: rule ids, prefixes of ids at a `-`, or `ALL`). The severity (error: the "
+        "code fails when it runs; warning: a silent bug; information: accuracy, speed, code a later "
+        "release breaks; hint: a deprecated spelling) is the editor's diagnostic severity and SARIF's "
+        "level.\n"
     )
     return f"{header(LintRule)}\n# Lint rules\n\n{intro}\n{table}\n{body}"
 

@@ -20,6 +20,7 @@ from repairbot.lint.engine import FixLevel, lint_bytes, package_of
 from repairbot.lint.files import compile_pattern, discover
 from repairbot.lint.formats import FINDINGS_SCHEMA
 from repairbot.lint.run import PARALLEL_MIN_FILES, lint_files
+from repairbot.lint.selection import Layer, resolve
 from repairbot.registry import all_rules
 from tests.support import ROOT, run_cli
 
@@ -462,3 +463,81 @@ def test_the_hook_command_runs_on_the_files_it_is_given(project: Path) -> None:
     assert result.returncode == 1  # the unsafe finding is left for the author
     assert (project / "train.py").read_text() == TRAIN_FIXED
     assert result.stdout.startswith("num.py:2:7: log-one-plus ")
+
+
+# ---------------------------------------------------------------------------------------------
+# [tool.repairbot] select / ignore / per-file-ignores (the server reads the same: test_server.py)
+# ---------------------------------------------------------------------------------------------
+
+CHOICE = """\
+[tool.repairbot]
+select = ["missing", "softmax-before-cross-entropy", "load"]
+ignore = ["load-without-map-location"]
+
+[tool.repairbot.per-file-ignores]
+"scripts/*.py" = ["softmax"]
+"""
+
+
+def _found(result: Result) -> set[tuple[str, str]]:
+    return {(f["path"], f["rule"]) for f in json.loads(result.stdout)}
+
+
+def test_config_select_ignore_and_per_file_ignores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _tree(tmp_path, {"pyproject.toml": CHOICE, "train.py": TRAIN, "scripts/run.py": TRAIN})
+    monkeypatch.chdir(tmp_path)
+    everything = _found(invoke("train.py", "--format", "json", "--select", "ALL"))
+    assert {rule for _, rule in everything} >= {"missing-zero-grad", "softmax-before-cross-entropy", "load-without-map-location"}
+    # the table's choice: a prefix selects, the more specific ignore wins, the glob drops softmax in scripts/
+    assert _found(invoke(".", "--format", "json")) == {
+        ("scripts/run.py", "missing-zero-grad"), ("train.py", "missing-zero-grad"), ("train.py", "softmax-before-cross-entropy"),
+    }
+    # the command line's --select starts the choice over; per-file-ignores still apply
+    assert _found(invoke(".", "--format", "json", "--select", "load-without-map-location", "--select", "softmax")) == {
+        ("scripts/run.py", "load-without-map-location"), ("train.py", "load-without-map-location"),
+        ("train.py", "softmax-before-cross-entropy"),
+    }
+    # --ignore alone narrows the table's choice
+    assert _found(invoke(".", "--format", "json", "--ignore", "missing")) == {("train.py", "softmax-before-cross-entropy")}
+    # --fix applies only the chosen rules' fixes
+    assert invoke("train.py", "--fix", "--ignore", "softmax-before-cross-entropy").exit_code == 0
+    fixed = (tmp_path / "train.py").read_text()
+    assert "optimizer.zero_grad()" in fixed and "F.softmax" in fixed and 'torch.load("best.pt")' in fixed
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ('[tool.repairbot]\nselect = ["no-such-rule"]\n', "select/ignore: no-such-rule"),
+        ('[tool.repairbot]\nignore = ["missing-zer"]\n', "select/ignore: missing-zer"),  # a prefix only at a "-"
+        ('[tool.repairbot.per-file-ignores]\n"*.py" = ["nope"]\n', '"*.py": nope'),
+    ],
+)
+def test_an_unknown_rule_in_the_config_is_one_line_and_exit_2(tmp_path: Path, table: str, named: str) -> None:
+    _tree(tmp_path, {"pyproject.toml": table, "train.py": TRAIN})
+    result = run_cli("lint", "train.py", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"repairbot: error: {tmp_path / 'pyproject.toml'}: [tool.repairbot"
+        f"{'.per-file-ignores]' if 'per-file' in table else ']'} {named} is not a lint rule id or prefix (see docs/lint-rules.md)"
+    ]
+
+
+def test_a_bad_per_file_ignores_table_is_bad_input(tmp_path: Path) -> None:
+    _tree(tmp_path, {"pyproject.toml": '[tool.repairbot]\nper-file-ignores = ["x"]\n', "train.py": TRAIN})
+    result = run_cli("lint", "train.py", cwd=tmp_path)
+    assert result.returncode == 2 and "per-file-ignores must be a table" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("layers", "chosen"),
+    [
+        ([Layer(select=("missing",), ignore=("missing-zero-grad",))], {"missing-train-eval-mode"}),
+        ([Layer(select=("missing-zero-grad",), ignore=("missing",))], {"missing-zero-grad"}),
+        ([Layer(select=("missing",), ignore=("missing",))], set()),  # a tie: ignore wins
+        ([Layer(select=("missing",)), Layer(ignore=("missing-train-eval-mode",))], {"missing-zero-grad"}),
+        ([Layer(select=("missing",)), Layer(select=("forward-call",))], {"forward-call"}),
+    ],
+)
+def test_rule_selection_layers_and_specificity(layers: list[Layer], chosen: set[str]) -> None:
+    assert {rule.ID for rule in resolve(all_rules(), layers)} == chosen

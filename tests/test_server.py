@@ -258,3 +258,264 @@ def test_without_pygls_the_server_exits_2_naming_the_extra() -> None:
 def test_server_is_listed_in_help() -> None:
     done = subprocess.run([sys.executable, "-m", "repairbot", "--help"], env=ENV, capture_output=True, text=True, timeout=60)
     assert any(line.split()[:1] == ["server"] for line in done.stdout.splitlines())
+
+
+@pytest.mark.asyncio
+async def test_severity_comes_from_the_rule(tmp_path: Path) -> None:
+    async with session() as client:
+        found = await diagnostics(client, opened(client, tmp_path / "train.py", SCRIPT))
+    # require-grad-typo: a silent bug (Warning); exp-minus-one: accuracy (Information)
+    assert {d.code: d.severity for d in found} == {
+        "require-grad-typo": types.DiagnosticSeverity.Warning, "exp-minus-one": types.DiagnosticSeverity.Information,
+    }
+
+
+@pytest.mark.asyncio
+async def test_pyproject_select_ignore_per_file_ignores_and_settings_override(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.repairbot]\nselect = ["require", "exp"]\nignore = ["exp-minus-one"]\n'
+        '[tool.repairbot.per-file-ignores]\n"scripts/*.py" = ["require-grad-typo"]\n'
+    )
+    (tmp_path / "scripts").mkdir()
+    async with session() as client:
+        assert [d.code for d in await diagnostics(client, opened(client, tmp_path / "train.py", SCRIPT))] == ["require-grad-typo"]
+        assert list(await diagnostics(client, opened(client, tmp_path / "scripts" / "run.py", SCRIPT))) == []
+    # initializationOptions override the table as lint's --select does; per-file-ignores still apply
+    async with session(options={"select": ["exp-minus-one", "require-grad-typo"]}) as client:
+        assert sorted(d.code for d in await diagnostics(client, opened(client, tmp_path / "train.py", SCRIPT))) == [
+            "exp-minus-one", "require-grad-typo",
+        ]
+        assert [d.code for d in await diagnostics(client, opened(client, tmp_path / "scripts" / "run.py", SCRIPT))] == ["exp-minus-one"]
+
+
+@pytest.mark.asyncio
+async def test_pyproject_is_read_again_on_save(tmp_path: Path) -> None:
+    async with session() as client:
+        uri = opened(client, tmp_path / "train.py", SCRIPT)
+        assert len(await diagnostics(client, uri)) == 2
+        (tmp_path / "pyproject.toml").write_text('[tool.repairbot]\nignore = ["exp-minus-one"]\n')
+        client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+        assert [d.code for d in await diagnostics(client, uri)] == ["require-grad-typo"]
+
+
+@pytest.mark.asyncio
+async def test_an_unknown_rule_in_pyproject_is_a_logged_warning(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.repairbot]\nignore = ["exp-minus-one", "no-such-rule"]\n')
+    async with session() as client:
+        found = await diagnostics(client, opened(client, tmp_path / "train.py", SCRIPT))
+        assert [d.code for d in found] == ["require-grad-typo"]  # the known part of the table holds
+        warnings = [m.message for m in client.log_messages if m.type == types.MessageType.Warning]
+    assert len(warnings) == 1 and "no-such-rule is not a lint rule id or prefix" in warnings[0]
+
+
+def notebook_cells(notebook: str, *sources: str) -> list[tuple[str, str]]:
+    return [(f"vscode-notebook-cell:{notebook.removeprefix('file:')}#c{i}", text) for i, text in enumerate(sources)]
+
+
+@pytest.mark.asyncio
+async def test_notebook_magics_are_translated_as_lint_does(tmp_path: Path) -> None:
+    path = tmp_path / "explore.ipynb"
+    cells = notebook_cells(
+        path.as_uri(),
+        "%matplotlib inline\n!pip install torchvision\nimport torch\n",
+        "x = torch.randn(3)\n%time y = torch.exp(x) - 1\n",
+        "z = torch.exp(x) - 1\n",  # torch is imported in the first cell only
+    )
+    async with session(notebooks=True) as client:
+        client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=path.as_uri(), notebook_type="jupyter-notebook", version=1,
+                cells=[types.NotebookCell(kind=types.NotebookCellKind.Code, document=uri) for uri, _ in cells],
+            ),
+            cell_text_documents=[types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text) for uri, text in cells],
+        ))
+        last = await diagnostics(client, cells[2][0])
+        assert [(d.code, d.range.start.line, d.range.start.character) for d in last] == [("exp-minus-one", 0, 4)]
+        fixes = await actions(client, cells[2][0], line=0, end=1)
+        assert [a.title for a in fixes] == ["Fix exp-minus-one (unsafe fix: check that it keeps the meaning)"]
+        assert fixes[0].edit is not None and fixes[0].edit.changes is not None
+        assert applied(cells[2][1], fixes[0].edit.changes[cells[2][0]]) == "z = torch.expm1(x)\n"
+        # `%time STMT` is linted as STMT (as lint does), but its fix would edit a line the cell
+        # does not hold as the program has it: reported, no quick fix
+        await asyncio.sleep(0.5)
+        timed = client.diagnostics[cells[1][0]]
+        assert [(d.code, d.range.start.line) for d in timed] == [("exp-minus-one", 1)]
+        assert await actions(client, cells[1][0], line=1, end=2) == []
+        assert list(client.diagnostics[cells[0][0]]) == []  # no parse error for the magics
+    # the same notebook on disk gives `repairbot lint` the same findings
+    import nbformat
+
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(text) for _, text in cells])
+    book.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    nbformat.write(book, str(path))
+    done = subprocess.run([sys.executable, "-m", "repairbot", "lint", "--format", "json", path.name], cwd=tmp_path,
+                          env=ENV, capture_output=True, text=True, timeout=120, check=False)
+    assert [(f["cell"], f["line"], f["rule"]) for f in json.loads(done.stdout)] == [(2, 2, "exp-minus-one"), (3, 1, "exp-minus-one")]
+
+
+RECORDED_REPORT = ROOT / "tests" / "data" / "server" / "cnn_flatten_size.report.json"
+
+
+async def hover(client: LanguageClient, uri: str, line: int) -> types.Hover | None:
+    return await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=4),
+    ))
+
+
+@pytest.mark.asyncio
+async def test_hover_on_a_line_a_past_fix_changed_from_its_json_report(tmp_path: Path) -> None:
+    report = json.loads(RECORDED_REPORT.read_text())
+    (tmp_path / "train.py").write_bytes((ROOT / "fixtures" / "cnn_flatten_size" / "train.py").read_bytes())
+    (tmp_path / "fix.diff").write_text(report["diff"])
+    subprocess.run(["git", "apply", "fix.diff"], cwd=tmp_path, check=True, capture_output=True)
+    fixed = (tmp_path / "train.py").read_text()
+    fix = report["attempts"][0]["fix"]
+    (tmp_path / ".repairbot").mkdir()
+    (tmp_path / ".repairbot" / "last.json").write_text(RECORDED_REPORT.read_text())
+    # the file has changed since the repair: two lines added above the fixed line
+    text = "# notes\n# more notes\n" + fixed
+    line = fix["line"] - 1 + 2
+    async with session() as client:
+        client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+            uri=(tmp_path / "train.py").as_uri(), language_id="python", version=1, text=text,
+        )))
+        uri = (tmp_path / "train.py").as_uri()
+        shown = await hover(client, uri, line)
+        assert shown is not None and isinstance(shown.contents, types.MarkupContent)
+        assert shown.range is not None and shown.range.start.line == line
+        value = shown.contents.value
+        failure = report["attempts"][0]["failure"]
+        assert failure["message"] in value and fix["summary"] in value
+        assert "traced_input_shape=[2, 4096]" in value  # the evidence, as the report traced it
+        assert "last.json" in value
+        assert await hover(client, uri, line - 1) is None
+        # the fixed line edited since: no longer the fix's line
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text.replace("64 * 8 * 8", "4096"))],
+        ))
+        assert await hover(client, uri, line) is None
+    # a report the settings do not name is not read
+    async with session(options={"reports": ["elsewhere/*.json"]}) as client:
+        uri = opened(client, tmp_path / "train.py", text)
+        assert await hover(client, uri, line) is None
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_hover_from_the_fix_branch_of_a_real_repair(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_bytes((ROOT / "fixtures" / "cnn_flatten_size" / "train.py").read_bytes())
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    for command in (["init", "-q"], ["add", "train.py"], ["commit", "-qm", "start"]):
+        subprocess.run([*git, *command], cwd=tmp_path, check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "repairbot", "fix", "train.py"], cwd=tmp_path, env=ENV,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    branch = subprocess.run(["git", "branch", "--list", "repairbot/fix-*", "--format=%(refname:short)"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run(["git", "checkout", "-q", branch], cwd=tmp_path, check=True, capture_output=True)
+    text = (tmp_path / "train.py").read_text()
+    diff = subprocess.run(["git", "diff", "-U0", "HEAD~1", "HEAD"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    added = [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert len(added) == 1
+    line = text.splitlines().index(added[0])
+    async with session() as client:
+        uri = opened(client, tmp_path / "train.py", text)
+        shown = await hover(client, uri, line)
+    assert shown is not None and isinstance(shown.contents, types.MarkupContent)
+    value = shown.contents.value
+    assert f"branch {branch}" in value
+    assert "mat1 and mat2 shapes cannot be multiplied" in value and "(traced)" in value and "Changed nn.Linear" in value
+
+
+class RawClient:
+    """JSON-RPC written by hand over the server's stdio: an editor's client library will not send
+    a malformed request, and a client that goes away does not shut the server down first."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+
+    @classmethod
+    async def start(cls, cwd: Path) -> RawClient:
+        process = await asyncio.create_subprocess_exec(
+            *SERVER, cwd=cwd, env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        return cls(process)
+
+    async def send(self, body: bytes | dict[str, Any]) -> None:
+        data = body if isinstance(body, bytes) else json.dumps({"jsonrpc": "2.0", **body}).encode()
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(data) + data)
+        await self.process.stdin.drain()
+
+    async def receive(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        headers = await self.process.stdout.readuntil(b"\r\n\r\n")
+        length = int(next(line for line in headers.decode().split("\r\n") if line.lower().startswith("content-length")).split(":")[1])
+        message: dict[str, Any] = json.loads(await self.process.stdout.readexactly(length))
+        return message
+
+    async def answer(self, request_id: int | None) -> dict[str, Any]:
+        """The next response to ``request_id`` (notifications and log messages passed over)."""
+        async def wait() -> dict[str, Any]:
+            while True:
+                message = await self.receive()
+                if "method" not in message and message.get("id") == request_id:
+                    return message
+        return await asyncio.wait_for(wait(), 60)
+
+    async def initialize(self, root: Path) -> None:
+        await self.send({"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": root.as_uri(), "capabilities": {}}})
+        assert "result" in await self.answer(1)
+        await self.send({"method": "initialized", "params": {}})
+
+
+@pytest.mark.asyncio
+async def test_a_malformed_request_gets_an_error_response_and_the_server_goes_on(tmp_path: Path) -> None:
+    client = await RawClient.start(tmp_path)
+    await client.initialize(tmp_path)
+    # params that are not a HoverParams
+    await client.send({"id": 2, "method": "textDocument/hover", "params": {"textDocument": 3}})
+    assert (await client.answer(2))["error"]["code"] == -32602  # Invalid Params
+    # a method no one serves
+    await client.send({"id": 3, "method": "repairbot/nonsense", "params": {}})
+    assert (await client.answer(3))["error"]["code"] == -32601
+    # a request for a document never opened
+    await client.send({"id": 4, "method": "textDocument/codeAction", "params": {
+        "textDocument": {"uri": (tmp_path / "never.py").as_uri()},
+        "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+        "context": {"diagnostics": []},
+    }})
+    assert set(await client.answer(4)) & {"result", "error"}
+    # still serving: diagnostics for a document opened now, then a clean shutdown
+    uri = (tmp_path / "train.py").as_uri()
+    await client.send({"method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": uri, "languageId": "python", "version": 1, "text": SCRIPT,
+    }}})
+    async def published() -> dict[str, Any]:
+        while True:
+            message = await client.receive()
+            if message.get("method") == "textDocument/publishDiagnostics" and message["params"]["uri"] == uri:
+                return message
+    assert len((await asyncio.wait_for(published(), 60))["params"]["diagnostics"]) == 2
+    await client.send({"id": 5, "method": "shutdown"})
+    assert (await client.answer(5))["result"] is None
+    await client.send({"method": "exit"})
+    assert await asyncio.wait_for(client.process.wait(), 60) == 0
+
+
+@pytest.mark.asyncio
+async def test_the_client_going_away_ends_the_server_without_a_traceback(tmp_path: Path) -> None:
+    client = await RawClient.start(tmp_path)
+    await client.initialize(tmp_path)
+    uri = (tmp_path / "train.py").as_uri()
+    await client.send({"method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": uri, "languageId": "python", "version": 1, "text": SCRIPT,
+    }}})
+    assert client.process.stdin is not None
+    client.process.stdin.close()  # the editor is gone, without shutdown or exit
+    assert client.process.stderr is not None
+    returncode = await asyncio.wait_for(client.process.wait(), 60)
+    errors = (await client.process.stderr.read()).decode()
+    assert returncode == 0 and "Traceback" not in errors, errors

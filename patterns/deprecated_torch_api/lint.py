@@ -16,7 +16,7 @@ from repairbot.analysis import (
     whole_reference,
 )
 from repairbot.codemod import append_keyword
-from repairbot.lint.rule import Invalid, LintRule, Valid
+from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
 from repairbot.lint.walk import children
 from repairbot.types import Applicability
 
@@ -165,6 +165,7 @@ class DeprecatedTorchApi(LintRule):
     """
 
     ID = "deprecated-torch-api"
+    SEVERITY = Severity.WARNING
     TITLE = "A deprecated or removed torch function, with its replacement"
     MESSAGE = "this torch function is deprecated"
     APPLICABILITY = Applicability.SAFE

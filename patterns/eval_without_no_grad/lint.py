@@ -18,7 +18,7 @@ from repairbot.analysis import (
     receiver,
     with_grad_mode,
 )
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.lint.walk import children
 
 _WORDS = r"eval|evaluate|evaluation|validate|validation|valid|val|test|testing|inference|predict"
@@ -64,6 +64,7 @@ class EvalWithoutNoGrad(LintRule):
     """
 
     ID = "eval-without-no-grad"
+    SEVERITY = Severity.INFORMATION
     TITLE = "An evaluation loop that records autograd graphs (no torch.no_grad())"
     MESSAGE = "the model runs in an evaluation loop without torch.no_grad()"
 

@@ -11,7 +11,7 @@ from repairbot.analysis import (
     model_like,
     positional_args,
 )
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.types import Applicability
 
 
@@ -45,6 +45,7 @@ class ForwardCall(LintRule):
     """
 
     ID = "forward-call"
+    SEVERITY = Severity.WARNING
     TITLE = "model.forward(x) called directly, skipping the module's hooks"
     MESSAGE = "calling forward directly skips the module's hooks"
     APPLICABILITY = Applicability.SAFE

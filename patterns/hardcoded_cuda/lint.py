@@ -19,7 +19,7 @@ from repairbot.analysis import (
     torch_reference,
 )
 from repairbot.lint.frameworks import ON_DEVICE_HOOKS, module_self
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.types import Applicability
 
 _GPU_LIBRARIES = frozenset({"triton", "cutlass", "cupy", "pycuda", "cuda"})
@@ -75,6 +75,7 @@ class HardcodedCuda(LintRule):
     """
 
     ID = "hardcoded-cuda"
+    SEVERITY = Severity.WARNING
     TITLE = "A hard-coded CUDA device that fails on a machine without a GPU"
     MESSAGE = "this hard-codes CUDA: it fails on a machine without a GPU"
     APPLICABILITY = Applicability.SAFE

@@ -16,7 +16,7 @@ from repairbot.analysis import (
     within,
 )
 from repairbot.codemod import method_call
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.types import Applicability
 
 # calls that turn a tensor into a number or a detached tensor
@@ -48,6 +48,7 @@ class LossAccumulatesGraph(LintRule):
     """
 
     ID = "loss-accumulates-graph"
+    SEVERITY = Severity.WARNING
     TITLE = "A running total of loss tensors that keeps every autograd graph alive"
     MESSAGE = "the running total keeps every iteration's autograd graph alive"
     APPLICABILITY = Applicability.SAFE
@@ -203,7 +204,12 @@ def _detached_in(loop: cst.CSTNode, name: str) -> bool:
 
 
 def _backpropagated(scope: cst.CSTNode, total: str) -> bool:
-    return any(is_method_call(c, "backward") and dotted_name(receiver(c) or cst.Name("_")) == total for c in calls_within(scope))
+    for call in calls_within(scope):
+        if is_method_call(call, "backward"):
+            backpropagated = receiver(call)
+            if backpropagated is not None and dotted_name(backpropagated) == total:
+                return True
+    return False
 
 
 def _used_as_tensor(context: FileContext, scope: cst.CSTNode, total: str) -> bool:

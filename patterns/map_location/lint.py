@@ -14,7 +14,7 @@ from repairbot.analysis import (
     string_value,
 )
 from repairbot.codemod import append_keyword
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.torch_semantics import CHECKPOINT_LOADERS, MAP_LOCATION_POSITION
 from repairbot.types import Applicability
 
@@ -57,6 +57,7 @@ class LoadWithoutMapLocation(LintRule):
     """
 
     ID = "load-without-map-location"
+    SEVERITY = Severity.WARNING
     TITLE = "torch.load without map_location in a script that picks its device at run time"
     MESSAGE = "torch.load restores tensors on the device they were saved from"
     APPLICABILITY = Applicability.SAFE

@@ -16,7 +16,7 @@ from repairbot.analysis import (
     last_name,
     receiver,
 )
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.lint.walk import descendants
 
 
@@ -69,6 +69,7 @@ class MissingTrainEvalMode(LintRule):
     """
 
     ID = "missing-train-eval-mode"
+    SEVERITY = Severity.WARNING
     TITLE = "model.eval() in a training loop that never switches back to train()"
     MESSAGE = "the model stays in eval mode for the rest of training"
     REQUIRES = ((b"eval", b"train"),)  # `.eval( )` and `.train(False)` switch to eval mode too

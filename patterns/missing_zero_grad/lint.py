@@ -16,7 +16,7 @@ from repairbot.analysis import (
     within,
 )
 from repairbot.codemod import method_call
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.types import Applicability
 
 
@@ -74,6 +74,7 @@ class MissingZeroGrad(LintRule):
     """
 
     ID = "missing-zero-grad"
+    SEVERITY = Severity.WARNING
     TITLE = "A training loop that never resets the gradients it accumulates"
     MESSAGE = "gradients are never reset in this loop"
     APPLICABILITY = Applicability.SAFE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from repairbot.analysis import dotted_name, enclosing_scope, is_method_call, receiver
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.lint.walk import descendants
 
 _MOVES = ("to", "cuda", "xpu", "mps", "to_empty")
@@ -47,6 +47,7 @@ class OptimizerBeforeToDevice(LintRule):
     """
 
     ID = "optimizer-before-to-device"
+    SEVERITY = Severity.INFORMATION
     TITLE = "An optimizer built from model.parameters() before the model moves to its device"
     MESSAGE = "the optimizer is built before the model moves to its device"
     REQUIRES = (b"optim", b"parameters", (b"to", b"cuda", b"xpu"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from repairbot.analysis import assigned_targets
-from repairbot.lint.rule import Invalid, LintRule, Valid
+from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
 from repairbot.types import Applicability
 
 
@@ -30,6 +30,7 @@ class RequireGradTypo(LintRule):
     """
 
     ID = "require-grad-typo"
+    SEVERITY = Severity.WARNING
     TITLE = "An assignment to .require_grad (typo of requires_grad)"
     MESSAGE = "`require_grad` is a typo of `requires_grad`: this changes nothing"
     APPLICABILITY = Applicability.SAFE

@@ -16,7 +16,7 @@ from repairbot.analysis import (
     within,
 )
 from repairbot.codemod import remove_arg
-from repairbot.lint.rule import FileContext, Invalid, LintRule, Valid
+from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.lint.walk import children, descendants
 from repairbot.types import Applicability
 
@@ -79,6 +79,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
     """
 
     ID = "softmax-before-cross-entropy"
+    SEVERITY = Severity.WARNING
     TITLE = "Softmax applied to the logits that cross-entropy receives"
     MESSAGE = "cross_entropy receives softmax probabilities, not logits"
     APPLICABILITY = Applicability.SAFE
@@ -516,6 +517,7 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         self.order = 0
         self.bindings: list[_Binding] = []
         self.by_name: dict[str, list[_Binding]] = {}
+        self.bound: dict[tuple[int, tuple[str, ...]], bool] = {}  # _bound_to, by binding and classes
         self.losses: list[tuple[cst.Call, int, cst.CSTNode]] = []  # (loss call, order, scope)
         # class name -> what its forward returns (a value, or the assignment of the returned name)
         self.forward_returns: dict[str, list[cst.BaseExpression | _Binding]] = {}
@@ -543,7 +545,11 @@ class SoftmaxBeforeCrossEntropy(LintRule):
         return self.by_name.get(name, [])
 
     def _bound_to(self, binding: _Binding, classes: tuple[str, ...]) -> bool:
-        return isinstance(binding.value, cst.Call) and self.context.is_torch(binding.value.func, *classes)
+        # asked for every call of a name bound many times (`model` in each function): once each
+        key = (id(binding), classes)
+        if key not in self.bound:
+            self.bound[key] = isinstance(binding.value, cst.Call) and self.context.is_torch(binding.value.func, *classes)
+        return self.bound[key]
 
     def _visit_assignment(self, node: cst.Assign | cst.AnnAssign) -> None:
         if node.value is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.lint.rule import Invalid, LintRule, Valid
+from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
 from repairbot.types import Applicability
 
 # Classification builders whose `pretrained=True` meant the IMAGENET1K_V1 weights (torchvision's
@@ -84,6 +84,7 @@ class TorchvisionPretrained(LintRule):
     """
 
     ID = "torchvision-pretrained"
+    SEVERITY = Severity.HINT
     TITLE = "torchvision model built with the deprecated pretrained= argument"
     MESSAGE = "`pretrained=` is deprecated: pass `weights=`"
     APPLICABILITY = Applicability.SAFE

@@ -23,7 +23,7 @@ from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from repairbot.analysis import ImportTable
 from repairbot.edits import Replacement, apply_edits, edits_of
-from repairbot.lint.rule import FileContext, LintRule, Report, handlers
+from repairbot.lint.rule import FileContext, LintRule, Report, Severity, handlers, statement_path
 from repairbot.lint.walk import Handler, descendants, imports, walk
 from repairbot.sources import line_endings
 from repairbot.types import Applicability
@@ -80,6 +80,7 @@ class Finding:
     # In a notebook: the code cell (line and edit are then within it) and the .ipynb file's line
     cell: int | None = None
     source_line: int | None = None
+    severity: Severity = Severity.WARNING  # the rule's (a parse error: ERROR)
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,9 @@ def import_table(module: cst.Module) -> ImportTable:
 
 
 def run_rules(module: cst.Module, rules: Sequence[type[LintRule]], path: Path, package: str | None) -> list[Report]:
-    """Every report of ``rules`` on a parsed module, in one walk."""
+    """Every report of ``rules`` on a parsed module, in one walk; each report and each node its
+    fix swaps carries the statement path that holds it (``Report.statements``, ``Report.held``),
+    so that positions are computed for those statements alone."""
     context = FileContext(path=path, module=module, imports=import_table(module), package=package)
     instances = [rule(context) for rule in rules]
     visits: dict[type[cst.CSTNode], list[Handler]] = defaultdict(list)
@@ -131,8 +134,14 @@ def run_rules(module: cst.Module, rules: Sequence[type[LintRule]], path: Path, p
     for instance in instances:
         for kind, node_class, name in _handler_table(type(instance)):
             (visits if kind == "visit" else leaves)[node_class].append(getattr(instance, name))
-    walk(module, visits, leaves, context.stack)
-    return [report for instance in instances for report in instance.reports]
+    paths: dict[cst.CSTNode, tuple[cst.CSTNode, ...]] = {}
+    walk(module, visits, leaves, context.stack, statement_path, paths)
+    reports = [report for instance in instances for report in instance.reports]
+    for report in reports:
+        # a report made in leave_Module has no statement of its own: where its node was met
+        held = [paths.get(node) for node in (report.node, *report.replacements())]
+        report.held = tuple(path for path in held if path)
+    return reports
 
 
 def _suppressed(line_text: str, rule: str) -> bool:
@@ -151,15 +160,22 @@ def _overlap(a: CodeRange, b: CodeRange) -> bool:
                 or (b.end.line, b.end.column) <= (a.start.line, a.start.column))
 
 
-def _edit(before: str, after: str) -> TextEdit:
-    """The narrowest replacement that turns ``before`` into ``after``."""
-    prefix = 0
+def common_ends(before: str, after: str) -> tuple[int, int]:
+    """The lengths of the longest common prefix and (in what is left) common suffix of two
+    texts: what stays when ``before`` becomes ``after`` by one replacement."""
     limit = min(len(before), len(after))
+    prefix = 0
     while prefix < limit and before[prefix] == after[prefix]:
         prefix += 1
     suffix = 0
     while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
         suffix += 1
+    return prefix, suffix
+
+
+def _edit(before: str, after: str) -> TextEdit:
+    """The narrowest replacement that turns ``before`` into ``after``."""
+    prefix, suffix = common_ends(before, after)
 
     def position(offset: int) -> tuple[int, int]:
         line = before.count("\n", 0, offset) + 1
@@ -217,15 +233,20 @@ def statement_positions(
         return None
     lines = text.splitlines(keepends=True)
     done: set[cst.CSTNode] = set()
+    # each body's statements with their AST statements, paired once (many paths share a body)
+    paired: dict[int, dict[cst.CSTNode, ast.stmt] | None] = {}
     for path in paths:
         body: Sequence[cst.BaseStatement] = module.body
         nodes: list[ast.stmt] = tree.body
         indents: list[str] = []
         for depth, statement in enumerate(path):
-            groups = _ast_groups(body, nodes)
-            if groups is None or not isinstance(statement, cst.BaseStatement) or statement not in body:
+            if id(body) not in paired:
+                groups = _ast_groups(body, nodes)
+                paired[id(body)] = None if groups is None else dict(zip(body, groups, strict=True))
+            pairs = paired[id(body)]
+            node = pairs.get(statement) if pairs is not None else None
+            if node is None or not isinstance(statement, cst.BaseStatement):
                 return None
-            node = groups[list(body).index(statement)]
             if depth < len(path) - 1:
                 block = getattr(statement, "body", None)
                 if not isinstance(block, cst.IndentedBlock) or not isinstance(getattr(node, "body", None), list):
@@ -289,7 +310,7 @@ class _Pass:
         if not reports:
             return
         needed = {node for report in reports for node in (report.node, *report.replacements())}
-        hints = {report.statements for report in reports if report.statements}
+        hints = {path for report in reports for path in (report.statements, *report.held) if path}
         self.positions = needed_positions(module, text, needed, hints)
         lines = text.split("\n")
         for report in reports:
@@ -308,7 +329,7 @@ class _Pass:
             found.append(Finding(
                 path=display, line=where.start.line, column=where.start.column + 1,
                 end_line=where.end.line, end_column=where.end.column + 1,
-                rule=report.rule, message=report.message, fix=report.fix, edit=edit,
+                rule=report.rule, message=report.message, fix=report.fix, edit=edit, severity=report.severity,
             ))
         return tuple(sorted(found, key=lambda f: (f.line, f.column, f.rule)))
 
@@ -425,7 +446,10 @@ def _parse_error(display: str, data: bytes, error: Exception) -> Finding:
     else:
         if isinstance(error, cst.ParserSyntaxError):  # valid Python that LibCST cannot read
             line, column = error.raw_line, error.raw_column + 1
-    return Finding(display, line, column, line, column, PARSE_ERROR, f"cannot parse: {message}", Applicability.NONE)
+    return Finding(
+        display, line, column, line, column, PARSE_ERROR, f"cannot parse: {message}", Applicability.NONE,
+        severity=Severity.ERROR,
+    )
 
 
 def lint_file(
@@ -440,7 +464,10 @@ def lint_file(
     except OSError as error:
         return FileResult(
             display, 0, parsed=False,
-            findings=(Finding(display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read: {error.strerror}", Applicability.NONE),),
+            findings=(Finding(
+                display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read: {error.strerror}", Applicability.NONE,
+                severity=Severity.ERROR,
+            ),),
         )
     return lint_bytes(data, path, display, rules, fix, edits, package_of(path.absolute().parent))
 

@@ -10,6 +10,10 @@ default folders) decide what a folder's search finds, never what was named, unle
 ``force_exclude`` (``--force-exclude``, what the pre-commit hooks pass, since pre-commit names
 every staged file) applies them to the named paths too.
 
+The same table's ``select``, ``ignore`` and ``per-file-ignores`` (a table of glob to rule
+selectors) choose the rules of each file (``Config.rules_for``, ``repairbot.lint.selection``);
+``repairbot lint`` and ``repairbot server`` both read it here.
+
 Patterns, in ``.gitignore`` and ``exclude`` alike, follow gitignore(5): ``*``, ``?``,
 ``[...]``, ``**``, a leading ``/`` or an inner ``/`` anchoring to the file's folder, a trailing
 ``/`` for folders only, ``!`` to re-include.
@@ -22,10 +26,15 @@ import os
 import re
 import tomllib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from repairbot.lint.selection import Layer, T, resolve, unknown
 from repairbot.types import BadInput
+
+if TYPE_CHECKING:
+    from repairbot.lint.rule import LintRule
 
 DEFAULT_EXCLUDES = frozenset({
     ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints", ".mypy_cache",
@@ -173,11 +182,43 @@ def _outer_ignores(folder: Path) -> list[IgnoreFile]:
 
 
 @dataclass(frozen=True)
+class PerFileIgnore:
+    glob: str
+    pattern: _Pattern
+    selectors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Config:
     """``[tool.repairbot]`` of a pyproject.toml."""
 
     root: Path
     exclude: IgnoreFile | None
+    rules: Layer = field(default_factory=Layer)  # select / ignore
+    per_file_ignores: tuple[PerFileIgnore, ...] = ()
+    source: str = "pyproject.toml"  # the file it was read from, for messages
+
+    def ignored_for(self, path: Path) -> tuple[str, ...]:
+        """The selectors ``per-file-ignores`` turns off for ``path``."""
+        try:
+            relative = path.relative_to(self.root).as_posix()
+        except ValueError:
+            return ()
+        return tuple(s for entry in self.per_file_ignores if entry.pattern.regex.match(relative) for s in entry.selectors)
+
+    def rules_for(self, path: Path, rules: Sequence[T], override: Layer | None = None) -> tuple[T, ...]:
+        """The rules that lint ``path``: this table's choice, then ``override`` (the command
+        line's or the editor's), less the file's per-file-ignores."""
+        return resolve(rules, (self.rules, override or Layer()), self.ignored_for(path))
+
+    def problems(self, rules: Sequence[type[LintRule]]) -> list[str]:
+        """One line for each selector of the table that names no rule."""
+        ids = [rule.ID for rule in rules]
+        found = [f"{self.source}: [tool.repairbot] select/ignore: {s}" for s in unknown(self.rules, ids)]
+        for entry in self.per_file_ignores:
+            found += [f'{self.source}: [tool.repairbot.per-file-ignores] "{entry.glob}": {s}'
+                      for s in unknown(Layer(ignore=entry.selectors), ids)]
+        return [f"{line} is not a lint rule id or prefix (see docs/lint-rules.md)" for line in found]
 
     def excludes(self, path: Path, is_dir: bool, below: Path | None = None) -> bool:
         """Whether ``exclude`` covers the path or a folder above it (below the config's root,
@@ -216,10 +257,33 @@ def _read_config(pyproject: Path) -> Config:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise BadInput(f"{pyproject}: cannot read it: {error}") from None
     table = data.get("tool", {}).get("repairbot", {})
-    exclude = table.get("exclude", []) if isinstance(table, dict) else []
-    if not isinstance(exclude, list) or not all(isinstance(item, str) for item in exclude):
-        raise BadInput(f"{pyproject}: [tool.repairbot] exclude must be a list of strings")
-    return Config(pyproject.parent, ignore_file(pyproject.parent, exclude) if exclude else None)
+    table = table if isinstance(table, dict) else {}
+    exclude = _strings(table, "exclude", pyproject) or ()
+    select = _strings(table, "select", pyproject)
+    ignore = _strings(table, "ignore", pyproject) or ()
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise BadInput(f"{pyproject}: [tool.repairbot] per-file-ignores must be a table of glob = [rule ids]")
+    entries = []
+    for glob in per_file:
+        pattern = compile_pattern(glob)
+        listed = _strings(per_file, glob, pyproject, "[tool.repairbot.per-file-ignores] ")
+        if pattern is not None and listed:
+            entries.append(PerFileIgnore(glob, pattern, listed))
+    return Config(
+        pyproject.parent, ignore_file(pyproject.parent, exclude) if exclude else None,
+        Layer(select, ignore), tuple(entries), str(pyproject),
+    )
+
+
+def _strings(table: dict[str, object], key: str, pyproject: Path, where: str = "[tool.repairbot] ") -> tuple[str, ...] | None:
+    """A list of strings of the table (None where absent); BadInput for anything else."""
+    value = table.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise BadInput(f"{pyproject}: {where}{key} must be a list of strings")
+    return tuple(value)
 
 
 def display_path(path: Path, cwd: Path) -> str:

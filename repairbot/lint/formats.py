@@ -118,6 +118,10 @@ def summary(report: LintReport, verbose: bool = False) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def _github_level(finding: Finding) -> str:
+    return {"error": "error", "warning": "warning"}.get(finding.severity.value, "notice")
+
+
 def render_github(report: LintReport) -> str:
     """GitHub Actions workflow commands: one annotation per finding, on its file and line."""
     lines = []
@@ -128,24 +132,24 @@ def render_github(report: LintReport) -> str:
                 f"title={escape_property(f'repairbot {f.rule} (cell {f.cell}, line {f.line})')}",
             ])
             text = f"{f.rule}: cell {f.cell}, line {f.line}, column {f.column}: {f.message}"
-            lines.append(f"::warning {properties}::{escape_data(text)}\n")
+            lines.append(f"::{_github_level(f)} {properties}::{escape_data(text)}\n")
             continue
         properties = ",".join([
             f"file={escape_property(f.path)}", f"line={f.line}", f"col={f.column}",
             f"endLine={f.end_line}", f"endColumn={f.end_column}", f"title={escape_property('repairbot ' + f.rule)}",
         ])
-        lines.append(f"::warning {properties}::{escape_data(f'{f.rule}: {f.message}')}\n")
+        lines.append(f"::{_github_level(f)} {properties}::{escape_data(f'{f.rule}: {f.message}')}\n")
     return "".join(lines)
 
 
 def _sarif_rule(rule: type[LintRule]) -> dict[str, Any]:
     return {
         **documented_rule(rule.ID, rule.__name__, rule.TITLE, rule.documentation(), lead=""),
-        "defaultConfiguration": {"level": "warning"},
+        "defaultConfiguration": {"level": rule.SEVERITY.sarif_level},
         "properties": {
             "fix": rule.fix_kinds(),
             "tags": ["pytorch", "lint"],
-            "problem.severity": "warning",
+            "problem.severity": rule.SEVERITY.sarif_level.replace("note", "recommendation"),
         },
     }
 
@@ -166,7 +170,7 @@ def _sarif_result(finding: Finding, index: dict[str, int]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": finding.rule,
         "ruleIndex": index[finding.rule],
-        "level": "error" if finding.rule == PARSE_ERROR else "warning",
+        "level": finding.severity.sarif_level,
         "message": {"text": finding.message},
         "locations": [{"physicalLocation": {
             "artifactLocation": artifact,

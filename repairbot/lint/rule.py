@@ -7,6 +7,8 @@ user documentation, in fixed sections (``What it finds``, ``Why it matters``, ``
 
 - ``ID`` (kebab-case, stable), ``TITLE`` (one line for the catalogue), ``MESSAGE`` (the default
   message of a finding: it names the problem);
+- ``SEVERITY``: how sure and how bad a finding is (``Severity``; default ``WARNING``), shown
+  as the editor's diagnostic severity and SARIF's level;
 - ``APPLICABILITY``: the applicability of its fixes (``SAFE`` / ``UNSAFE``), ``NONE`` (the
   default) for a rule that only reports; ``report(..., applicability=...)`` overrides it per finding;
 - ``REQUIRES``: byte strings a file must contain for the rule to possibly fire (each entry, or
@@ -25,6 +27,7 @@ node: the engine applies replacements (``--fix``), never the rule.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import re
 import textwrap
@@ -41,6 +44,22 @@ from repairbot.lint.frameworks import lightning_classes, lightning_hook
 from repairbot.lint.walk import descendants
 from repairbot.types import Applicability
 from repairbot.unit import DocFormat, Kind, Unit
+
+
+class Severity(enum.StrEnum):
+    """A rule's severity: ``ERROR`` where the code certainly fails when it runs, ``WARNING`` for
+    a silent bug (wrong results, memory that grows, a crash on some machines), ``INFORMATION``
+    for accuracy, speed and code that will break in a later release, ``HINT`` for a
+    deprecated spelling with the same meaning today."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFORMATION = "information"
+    HINT = "hint"
+
+    @property
+    def sarif_level(self) -> str:
+        return {"error": "error", "warning": "warning"}.get(self.value, "note")
 
 
 @dataclass(frozen=True)
@@ -103,6 +122,10 @@ class Report:
     # classes and functions (empty: unknown, e.g. a report from leave_Module): positions are
     # then computed for the innermost one alone
     statements: tuple[cst.CSTNode, ...] = ()
+    severity: Severity = Severity.WARNING
+    # the statement paths of the report's node and of the nodes its fix swaps, where the walk
+    # met them (set by the engine)
+    held: tuple[tuple[cst.CSTNode, ...], ...] = ()
 
     def replacements(self) -> dict[cst.CSTNode, Replacement]:
         """Every node this finding's fix swaps, with its replacement."""
@@ -193,6 +216,7 @@ class LintRule(Unit):
     )
     MESSAGE: ClassVar[str]
     APPLICABILITY: ClassVar[Applicability] = Applicability.NONE
+    SEVERITY: ClassVar[Severity] = Severity.WARNING
     REQUIRES: ClassVar[tuple[bytes | tuple[bytes, ...], ...]] = ()
     VALID: ClassVar[Sequence[Valid]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
@@ -229,7 +253,7 @@ class LintRule(Unit):
         self.reports.append(
             Report(self.ID, node, message or self.MESSAGE, replacement, target,
                    label if replacement is not None else Applicability.NONE,
-                   also if replacement is not None else (), statement_path(stack))
+                   also if replacement is not None else (), statement_path(stack), self.SEVERITY)
         )
 
     @classmethod

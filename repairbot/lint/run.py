@@ -26,8 +26,9 @@ from repairbot.lint.engine import (
     _parse_error,
     lint_many,
 )
-from repairbot.lint.files import discover
+from repairbot.lint.files import config_for, discover
 from repairbot.lint.rule import LintRule
+from repairbot.lint.selection import Layer, unknown
 from repairbot.notebook import file_diff
 from repairbot.output.diff import unified_diff
 from repairbot.sources import write_atomic
@@ -167,11 +168,27 @@ def run_lint(options: LintOptions) -> LintReport:
         raise BadInput("no path to lint")
     if options.jobs is not None and options.jobs < 1:
         raise BadInput("--jobs must be at least 1")
-    rules = registry.select_rules(registry.all_rules(), options.select, options.ignore)
+    every = registry.all_rules()
+    override = Layer(options.select or None, options.ignore)
+    wrong = unknown(override, (rule.ID for rule in every))
+    if wrong:
+        raise BadInput(f"unknown lint rule id: {', '.join(wrong)} (see docs/lint-rules.md)")
     items = discover(options.paths, options.cwd, options.force_exclude)
     jobs = options.jobs or available_cores()
     level = options.fix_level
-    results = lint_files(items, rules, level, options.edits, jobs)
+    groups: dict[tuple[type[LintRule], ...], list[tuple[Path, str]]] = {}
+    for item in items:
+        config = config_for(item[0].parent)
+        problems = config.problems(every)
+        if problems:
+            raise BadInput(problems[0])
+        groups.setdefault(config.rules_for(item[0], every, override), []).append(item)
+    results = [result for rules, group in groups.items() for result in lint_files(group, rules, level, options.edits, jobs)]
+    order = {display: index for index, (_, display) in enumerate(items)}
+    results.sort(key=lambda result: order[result.path])
+    rules = [rule for rule in every if any(rule in chosen for chosen in groups)] or config_for(options.cwd).rules_for(
+        options.cwd, every, override,
+    )
     paths = dict((display, path) for path, display in items)
     diffs: list[str] = []
     fixed_files: list[str] = []

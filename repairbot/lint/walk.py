@@ -81,21 +81,32 @@ def _is_node(value_type: type) -> bool:
 _NODE_TYPES: dict[type, bool] = {}
 
 
+_STATEMENT_TYPES: dict[type, bool] = {}
+
+Path = tuple[cst.CSTNode, ...]
+
+
 def walk(
     module: cst.Module,
     visits: Mapping[type[cst.CSTNode], Sequence[Handler]],
     leaves: Mapping[type[cst.CSTNode], Sequence[Handler]],
     stack: list[cst.CSTNode],
+    statements: Callable[[Sequence[cst.CSTNode]], Path] | None = None,
+    paths: dict[cst.CSTNode, Path] | None = None,
 ) -> None:
     """Calls ``visits[type(node)]`` on entering each node and ``leaves[...]`` after its
-    children, with ``stack`` holding the path from the module down to the node."""
-    todo: list[cst.CSTNode | tuple[cst.CSTNode]] = [module]
+    children, with ``stack`` holding the path from the module down to the node. With
+    ``paths``, also records each node's statement path (``statements(stack)`` at the
+    innermost statement that holds it): where a finding's code is, found in the one walk."""
+    todo: list[cst.CSTNode | tuple[cst.CSTNode, Path]] = [module]
     fields_of = _FIELDS
     node_types = _NODE_TYPES
+    statement_types = _STATEMENT_TYPES
+    current: Path = ()
     while todo:
         item = todo.pop()
         if type(item) is tuple:
-            node = item[0]
+            node, current = item
             handlers = leaves.get(type(node))
             if handlers:
                 for handler in handlers:
@@ -105,11 +116,18 @@ def walk(
         node = item  # type: ignore[assignment]
         node_type = type(node)
         stack.append(node)
+        todo.append((node, current))
+        if paths is not None and statements is not None:
+            is_statement = statement_types.get(node_type)
+            if is_statement is None:
+                is_statement = statement_types[node_type] = issubclass(node_type, cst.BaseStatement)
+            if is_statement:
+                current = statements(stack)
+            paths[node] = current
         handlers = visits.get(node_type)
         if handlers:
             for handler in handlers:
                 handler(node)
-        todo.append((node,))
         kids: list[cst.CSTNode] = []
         for name in fields_of.get(node_type) or _child_fields(node_type):
             value = getattr(node, name)

@@ -363,3 +363,35 @@ def _create_branch(repo: git.Repo, name: str, commit: str, start: str) -> None:
 
 def _branch_taken(name: str) -> BadInput:
     return BadInput(f"branch {name!r} already exists; choose another name or delete that branch")
+
+
+@dataclass(frozen=True)
+class FixCommit:
+    """The commit at the tip of a fix branch, read back (the editor's hover)."""
+
+    branch: str
+    sha: str
+    message: str
+    diff: str  # `git show`'s patch, git's extended headers included
+
+
+def fix_commits(folder: Path, pattern: str = "refs/heads/repairbot/fix-*") -> tuple[Path, list[FixCommit]]:
+    """The repository's top folder and the tip commits of its fix branches; ``(folder, [])``
+    outside a repository or where git cannot read it (nothing to show is no error here)."""
+    try:
+        repo = git.Repo(folder, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return folder, []
+    with repo:
+        if repo.working_tree_dir is None:
+            return folder, []
+        root = Path(repo.working_tree_dir).resolve()
+        refs = _run(repo, "for-each-ref", "--format=%(refname:short)%00%(objectname)", pattern)
+        found = []
+        for line in refs.stdout.splitlines() if refs.status == 0 else ():
+            branch, _, sha = line.partition("\0")
+            shown = _run(repo, "show", "--no-color", "--no-ext-diff", "--format=%B%x00", sha)
+            if shown.status == 0 and "\0" in shown.stdout:
+                message, _, diff = shown.stdout.partition("\0")
+                found.append(FixCommit(branch, sha, message, diff.lstrip("\n")))
+    return root, found

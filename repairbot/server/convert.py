@@ -16,13 +16,22 @@ from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
 import repairbot
-from repairbot.lint.engine import PARSE_ERROR, Finding
+from repairbot.lint.engine import PARSE_ERROR, Finding, common_ends
+from repairbot.lint.rule import Severity
 
 SOURCE = "repairbot"
 FIX_ALL_KIND = "source.fixAll.repairbot"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # LSP's line terminators (Python's splitlines knows more)
 
 DOCS_PAGE = Path(repairbot.__file__).resolve().parent.parent / "docs" / "lint-rules.md"
+
+
+SEVERITY = {
+    Severity.ERROR: types.DiagnosticSeverity.Error,
+    Severity.WARNING: types.DiagnosticSeverity.Warning,
+    Severity.INFORMATION: types.DiagnosticSeverity.Information,
+    Severity.HINT: types.DiagnosticSeverity.Hint,
+}
 
 
 def rule_page(rule: str, docs_url: str | None = None) -> str:
@@ -63,8 +72,7 @@ def diagnostic(finding: Finding, lines: Sequence[str], codec: PositionCodec, doc
     return types.Diagnostic(
         range=types.Range(start=start, end=end),
         message=finding.message,
-        # a parse error stops every rule; a rule's finding is a likely bug, not a certain one
-        severity=types.DiagnosticSeverity.Error if parse_error else types.DiagnosticSeverity.Warning,
+        severity=SEVERITY[finding.severity],
         code=finding.rule,
         code_description=None if parse_error else types.CodeDescription(href=rule_page(finding.rule, docs_url)),
         source=SOURCE,
@@ -75,13 +83,7 @@ def minimal_edit(before: str, after: str, codec: PositionCodec) -> types.TextEdi
     """The one TextEdit that turns ``before`` into ``after`` (their common ends kept), or None."""
     if before == after:
         return None
-    prefix = 0
-    limit = min(len(before), len(after))
-    while prefix < limit and before[prefix] == after[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
-        suffix += 1
+    prefix, suffix = common_ends(before, after)
     # never cut a CRLF in two: a position between \r and \n does not exist in LSP
     if 0 < prefix < len(before) and before[prefix - 1] == "\r" and before[prefix] == "\n":
         prefix -= 1

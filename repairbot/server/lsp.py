@@ -10,53 +10,75 @@ noqa comments and the fixed text are the same.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 from pygls.workspace.position_codec import PositionCodec
 
 from repairbot import __version__, registry
-from repairbot.lint.engine import FileResult, FixLevel, lint_bytes, package_of, uniform_line_endings
+from repairbot.lint.engine import (
+    FileResult,
+    Finding,
+    FixLevel,
+    lint_bytes,
+    package_of,
+    uniform_line_endings,
+)
 from repairbot.lint.files import config_for
 from repairbot.lint.rule import LintRule
+from repairbot.lint.selection import Layer, unknown
+from repairbot.notebook import Notebook, from_cells, place_findings
+from repairbot.output.git import fix_commits
 from repairbot.server.convert import FIX_ALL_KIND, diagnostic, lsp_lines, minimal_edit
+from repairbot.server.history import DEFAULT_REPORTS, PastFix, from_commit, line_of, read_reports
 from repairbot.types import Applicability, BadInput
 
+T = TypeVar("T")
 DEFAULT_DEBOUNCE_MS = 150
 _BOM = "\ufeff"
 
 
 @dataclass(frozen=True)
 class Settings:
-    """``initializationOptions``: ``select``/``ignore`` (rule ids, as ``lint``'s options),
-    ``debounceMs`` (the wait after a change), ``docsUrl`` (the rule page's address)."""
+    """``initializationOptions``: ``select``/``ignore`` (rule ids or prefixes, as ``lint``'s
+    options: they override the ``[tool.repairbot]`` table's choice as the command line does),
+    ``debounceMs`` (the wait after a change), ``docsUrl`` (the rule page's address),
+    ``reports`` (globs, under the workspace's and the repository's top folders, of the JSON
+    reports of past ``repairbot fix --json`` runs that hovers read) and ``fixBranches``
+    (whether hovers read the commits of the ``repairbot/fix-*`` branches too; default true)."""
 
-    rules: tuple[type[LintRule], ...]
+    rules: Layer = field(default_factory=Layer)
     debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000
     docs_url: str | None = None
+    reports: tuple[str, ...] = DEFAULT_REPORTS
+    fix_branches: bool = True
 
     @classmethod
     def of(cls, options: Any) -> tuple[Settings, str | None]:
         """The settings and, where some are wrong, the one line that says so."""
         options = options if isinstance(options, dict) else {}
-        try:
-            rules = registry.select_rules(
-                registry.all_rules(), _strings(options.get("select")), _strings(options.get("ignore")),
-            )
-            problem = None
-        except BadInput as error:
-            rules, problem = registry.all_rules(), f"repairbot: {error}; every rule is used"
+        select = options.get("select")
+        layer = Layer(_strings(select) or None, _strings(options.get("ignore")))
+        wrong = unknown(layer, (rule.ID for rule in registry.all_rules()))
+        problem = f"repairbot: unknown lint rule id: {', '.join(wrong)} (see docs/lint-rules.md); ignored" if wrong else None
         debounce = options.get("debounceMs", DEFAULT_DEBOUNCE_MS)
         if not isinstance(debounce, (int, float)) or debounce < 0:
             debounce, problem = DEFAULT_DEBOUNCE_MS, "repairbot: debounceMs must be a number of milliseconds"
         docs = options.get("docsUrl")
-        return cls(tuple(rules), debounce / 1000, docs if isinstance(docs, str) else None), problem
+        reports = _strings(options.get("reports")) if "reports" in options else DEFAULT_REPORTS
+        branches = options.get("fixBranches", True)
+        return cls(
+            layer, debounce / 1000, docs if isinstance(docs, str) else None, reports,
+            branches if isinstance(branches, bool) else True,
+        ), problem
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -69,10 +91,24 @@ def lint_text(text: str, path: Path, rules: Sequence[type[LintRule]], level: Fix
     return lint_bytes(text.encode("utf-8"), path, path.name, rules, level, edits, package_of(path.parent))
 
 
+class _Protocol(LanguageServerProtocol):
+    """pygls meets a request whose params do not deserialize with a log line and a message to
+    the user, but no response: the client would wait for one forever. This answers it with the
+    JSON-RPC error (Invalid Params) as well."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            if "id" in data and "method" in data:
+                self._send_response(data["id"], error=error.to_response_error())
+            raise
+
+
 class RepairbotServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(
-            "repairbot", __version__,
+            "repairbot", __version__, protocol_cls=_Protocol,
             notebook_document_sync=types.NotebookDocumentSyncOptions(
                 notebook_selector=[types.NotebookDocumentFilterWithCells(
                     cells=[types.NotebookCellLanguage(language="python")], notebook="*",
@@ -83,6 +119,20 @@ class RepairbotServer(LanguageServer):
         self.settings, _ = Settings.of(None)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repairbot-lint")
         self.pending: dict[str, asyncio.Task[None]] = {}
+        self.warned: set[str] = set()
+        # log messages of the worker thread, sent from the event loop (the writer is not thread-safe)
+        self.logs: list[types.LogMessageParams] = []
+
+    def rules_for(self, path: Path) -> tuple[type[LintRule], ...]:
+        """The rules of a file: its ``[tool.repairbot]`` table, the settings, its per-file-ignores
+        (a selector of the table that names no rule is logged, once, and passed over)."""
+        every = registry.all_rules()
+        config = config_for(path.absolute().parent)
+        for problem in config.problems(every):
+            if problem not in self.warned:
+                self.warned.add(problem)
+                self.logs.append(types.LogMessageParams(types.MessageType.Warning, f"repairbot: {problem}"))
+        return config.rules_for(path.absolute(), every, self.settings.rules)
 
     @property
     def codec(self) -> PositionCodec:
@@ -100,18 +150,24 @@ class RepairbotServer(LanguageServer):
             return []
         return [cell.document for cell in notebook.cells if cell.kind == types.NotebookCellKind.Code]
 
-    def diagnostics_of(self, uri: str, text: str) -> list[types.Diagnostic]:
-        path = self.file_of(uri) or Path("untitled.py")
+    def excluded(self, path: Path) -> list[types.Diagnostic] | None:
+        """``[]`` for a file that ``exclude`` leaves out, one diagnostic for a pyproject.toml that
+        cannot be read, None for a file to lint."""
         try:
-            if config_for(path.absolute().parent).excludes(path.absolute(), is_dir=False):
-                return []
+            return [] if config_for(path.absolute().parent).excludes(path.absolute(), is_dir=False) else None
         except BadInput as error:  # an unreadable pyproject.toml: say so where the user looks
             return [types.Diagnostic(
                 range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
                 message=str(error), severity=types.DiagnosticSeverity.Error, source="repairbot",
             )]
+
+    def diagnostics_of(self, uri: str, text: str) -> list[types.Diagnostic]:
+        path = self.file_of(uri) or Path("untitled.py")
+        skip = self.excluded(path)
+        if skip is not None:
+            return skip
         body, bom = (text[1:], True) if text.startswith(_BOM) else (text, False)
-        result = lint_text(body, path, self.settings.rules, FixLevel.NONE)
+        result = lint_text(body, path, self.rules_for(path), FixLevel.NONE)
         lines = lsp_lines(body)
         found = [diagnostic(f, lines, self.codec, self.settings.docs_url) for f in result.findings]
         if bom:  # the editor kept the BOM as a character of the first line
@@ -119,17 +175,78 @@ class RepairbotServer(LanguageServer):
             for item in found:
                 for position in (item.range.start, item.range.end):
                     position.character += shift if position.line == 0 else 0
-        if result.error:
-            self.window_log_message(types.LogMessageParams(types.MessageType.Error, f"repairbot: {result.error}"))
+        self.log_error(result)
         return found
 
+    def log_error(self, result: FileResult) -> None:
+        if result.error:
+            self.logs.append(types.LogMessageParams(types.MessageType.Error, f"repairbot: {result.error}"))
+
+    def lint_cells(self, notebook_uri: str, cells: Sequence[tuple[str, str]], edits: bool) -> tuple[Notebook, dict[str, list[Finding]]]:
+        """The findings of a notebook document's code cells (uri, text), linted as ``repairbot lint``
+        lints the ``.ipynb``: one program of every cell, IPython lines translated, the findings
+        placed back in their cells."""
+        path = Path(to_fs_path(notebook_uri) or "untitled.ipynb")
+        program = from_cells(path, [text for _, text in cells])
+        result = lint_bytes(program.program_bytes, path, path.name, self.rules_for(path), FixLevel.NONE, edits,
+                            package_of(path.absolute().parent))
+        self.log_error(result)
+        found: dict[str, list[Finding]] = {uri: [] for uri, _ in cells}
+        for finding in place_findings(program, result.findings):
+            if finding.cell is not None:
+                found[cells[finding.cell - 1][0]].append(finding)
+        return program, found
+
+    def notebook_diagnostics(self, notebook_uri: str, cells: Sequence[tuple[str, str]]) -> dict[str, list[types.Diagnostic]]:
+        path = Path(to_fs_path(notebook_uri) or "untitled.ipynb")
+        skip = self.excluded(path)
+        if skip is not None:
+            return {uri: skip for uri, _ in cells}
+        _, found = self.lint_cells(notebook_uri, cells, edits=False)
+        texts = dict(cells)
+        return {
+            uri: [diagnostic(f, lsp_lines(texts[uri]), self.codec, self.settings.docs_url) for f in findings]
+            for uri, findings in found.items()
+        }
+
+    def code_cells(self, notebook_uri: str) -> list[tuple[str, str]]:
+        """The notebook's code cells as (uri, current text)."""
+        return [(uri, self.workspace.get_text_document(uri).source) for uri in self.cell_uris(notebook_uri)]
+
     async def lint_now(self, uri: str) -> None:
-        """Lint the document's current text in the worker and publish, unless it changed meanwhile."""
+        """Lint the document's (or the notebook's) current text in the worker and publish, unless
+        it changed meanwhile."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is not None:
+            notebook_version, cells = notebook.version, self.code_cells(uri)
+            published = await self.in_worker(self.notebook_diagnostics, uri, cells)
+            current = self.workspace.get_notebook_document(notebook_uri=uri)
+            if current is not None and current.version == notebook_version:
+                for cell, found in published.items():
+                    self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell, diagnostics=found))
+            return
         document = self.workspace.get_text_document(uri)
         version, text = document.version, document.source
-        found = await asyncio.get_running_loop().run_in_executor(self.executor, self.diagnostics_of, uri, text)
+        found = await self.in_worker(self.diagnostics_of, uri, text)
         if self.workspace.get_text_document(uri).version == version:
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=found, version=version))
+
+    async def in_worker(self, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` in the lint thread; then the log messages it left are sent."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
+        finally:
+            while self.logs:
+                self.window_log_message(self.logs.pop(0))
+
+    def forget(self, uri: str, shown: Sequence[str]) -> None:
+        """A document closed: no lint of it waits any longer, and ``shown`` (its documents, or a
+        notebook's cells) lose their diagnostics."""
+        waiting = self.pending.pop(uri, None)
+        if waiting is not None:
+            waiting.cancel()
+        for document in shown:
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=document, diagnostics=[]))
 
     def schedule(self, uri: str, delay: float) -> None:
         """Lint after ``delay`` seconds, replacing a lint already waiting for this document."""
@@ -153,33 +270,43 @@ class RepairbotServer(LanguageServer):
         task = asyncio.get_running_loop().create_task(later())
         self.pending[uri] = task
 
+    def quick_fix(
+        self, uri: str, finding: Finding, text: str, fixed: str, lines: Sequence[str], fix_range: types.Range,
+    ) -> types.CodeAction | None:
+        """The code action of one finding's fix (``fixed``: the document's text after it), if
+        the finding is in ``fix_range``."""
+        shown = diagnostic(finding, lines, self.codec, self.settings.docs_url)
+        if not _touches(shown.range, fix_range):
+            return None
+        edit = minimal_edit(text, fixed, self.codec)
+        if edit is None:
+            return None
+        safe = finding.fix is Applicability.SAFE
+        title = f"Fix {finding.rule}" if safe else f"Fix {finding.rule} (unsafe fix: check that it keeps the meaning)"
+        return types.CodeAction(
+            title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[shown], is_preferred=safe,
+            edit=types.WorkspaceEdit(changes={uri: [edit]}),
+        )
+
     def fix_edits(self, uri: str, text: str, fix_range: types.Range | None) -> list[types.CodeAction]:
         """The quick fixes of the findings in ``fix_range``, and fix-all (None: fix-all alone)."""
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        if notebook is not None:
+            return self.cell_fixes(notebook.uri, uri, fix_range) if fix_range is not None else []
         path = self.file_of(uri) or Path("untitled.py")
         body, bom = (text[1:], _BOM) if text.startswith(_BOM) else (text, "")
         data = body.encode("utf-8")
         if not uniform_line_endings(data):
             return []  # `lint --fix` leaves such a file as it is
-        result = lint_text(body, path, self.settings.rules, FixLevel.NONE, edits=fix_range is not None)
+        result = lint_text(body, path, self.rules_for(path), FixLevel.NONE, edits=fix_range is not None)
         lines = lsp_lines(body)
         actions: list[types.CodeAction] = []
         for finding in result.findings if fix_range is not None else ():
-            if finding.edit is None or finding.fix is Applicability.NONE:
-                continue
-            shown = diagnostic(finding, lines, self.codec, self.settings.docs_url)
-            if fix_range is None or not _touches(shown.range, fix_range):
-                continue
-            edit = minimal_edit(text, bom + finding.edit.apply(body), self.codec)
-            if edit is None:
-                continue
-            safe = finding.fix is Applicability.SAFE
-            title = f"Fix {finding.rule}" if safe else f"Fix {finding.rule} (unsafe fix: check that it keeps the meaning)"
-            actions.append(types.CodeAction(
-                title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[shown], is_preferred=safe,
-                edit=types.WorkspaceEdit(changes={uri: [edit]}),
-            ))
+            if finding.edit is not None and finding.fix is not Applicability.NONE and fix_range is not None:
+                action = self.quick_fix(uri, finding, text, bom + finding.edit.apply(body), lines, fix_range)
+                actions.extend([action] if action is not None else [])
         if any(f.fix is Applicability.SAFE for f in result.findings):
-            fixed = lint_text(body, path, self.settings.rules, FixLevel.SAFE)
+            fixed = lint_text(body, path, self.rules_for(path), FixLevel.SAFE)
             if fixed.new_data is not None:
                 edit = minimal_edit(text, bom + fixed.new_data.decode("utf-8"), self.codec)
                 if edit is not None:
@@ -188,6 +315,63 @@ class RepairbotServer(LanguageServer):
                         edit=types.WorkspaceEdit(changes={uri: [edit]}),
                     ))
         return actions
+
+    def cell_fixes(self, notebook_uri: str, uri: str, fix_range: types.Range) -> list[types.CodeAction]:
+        """The quick fixes in one code cell, from the notebook's program as ``lint`` fixes it; none
+        that touches an IPython line (the program holds its translation there, not the cell's
+        text). No fix-all: a fix may move lines between cells of the program."""
+        cells = self.code_cells(notebook_uri)
+        if not uniform_line_endings("".join(text for _, text in cells).encode("utf-8")):
+            return []
+        program, found = self.lint_cells(notebook_uri, cells, edits=True)
+        text = dict(cells)[uri]
+        actions: list[types.CodeAction] = []
+        for finding in found.get(uri, ()):
+            edit = finding.edit
+            if edit is None or finding.fix is Applicability.NONE or finding.cell is None:
+                continue
+            if any(program.skipped_at(finding.cell, line) for line in range(edit.line, edit.end_line + 1)):
+                continue
+            action = self.quick_fix(uri, finding, text, edit.apply(text), lsp_lines(text), fix_range)
+            actions.extend([action] if action is not None else [])
+        return actions
+
+
+    def past_fixes(self, path: Path) -> list[PastFix]:
+        """The verified fixes of past repairs: the fix branches' commits, then the reports (one
+        fix found in both is shown once, from the commit, whose evidence is the report's prose)."""
+        root, commits = fix_commits(path.absolute().parent)
+        found: list[PastFix] = []
+        if self.settings.fix_branches:
+            for commit in commits:
+                found += from_commit(commit.message, commit.diff, root, f"branch {commit.branch}, commit {commit.sha[:8]}")
+        folders = dict.fromkeys([*(Path(p) for p in (self.workspace.root_path,) if p), root])
+        for folder in folders:
+            found += read_reports(folder, self.settings.reports, root)
+        unique: dict[tuple[Path, tuple[tuple[int, str], ...], str], PastFix] = {}
+        for fix in found:
+            unique.setdefault((fix.file, fix.lines, fix.summary), fix)
+        return list(unique.values())
+
+    def hover_at(self, uri: str, text: str, line: int) -> types.Hover | None:
+        """What past repairs say of a line they changed (None: no repair changed it)."""
+        if self.workspace.get_notebook_document(cell_uri=uri) is not None:
+            return None
+        path = self.file_of(uri)
+        if path is None:
+            return None
+        lines = lsp_lines(text)
+        here = path.resolve()
+        shown = [fix.markdown() for fix in self.past_fixes(path) if fix.file.resolve() == here and line in line_of(fix, lines)]
+        if not shown:
+            return None
+        return types.Hover(
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(shown)),
+            range=types.Range(
+                start=types.Position(line=line, character=0),
+                end=types.Position(line=line, character=self.codec.client_num_units(lines[line])),
+            ),
+        )
 
 
 def _touches(a: types.Range, b: types.Range) -> bool:
@@ -208,7 +392,13 @@ def build_server() -> RepairbotServer:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: RepairbotServer, params: types.DidOpenTextDocumentParams) -> None:
         if ls.workspace.get_notebook_document(cell_uri=params.text_document.uri) is None:
+            config_for.cache_clear()  # pyproject.toml is read again on open and save
             ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: RepairbotServer, params: types.HoverParams) -> types.Hover | None:
+        text = ls.workspace.get_text_document(params.text_document.uri).source
+        return await ls.in_worker(ls.hover_at, params.text_document.uri, text, params.position.line)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: RepairbotServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -216,36 +406,31 @@ def build_server() -> RepairbotServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: RepairbotServer, params: types.DidSaveTextDocumentParams) -> None:
+        config_for.cache_clear()
         ls.schedule(params.text_document.uri, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: RepairbotServer, params: types.DidCloseTextDocumentParams) -> None:
-        waiting = ls.pending.pop(params.text_document.uri, None)
-        if waiting is not None:
-            waiting.cancel()
-        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+        ls.forget(params.text_document.uri, [params.text_document.uri])
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     def notebook_open(ls: RepairbotServer, params: types.DidOpenNotebookDocumentParams) -> None:
-        for uri in ls.cell_uris(params.notebook_document.uri):
-            ls.schedule(uri, 0)
+        config_for.cache_clear()
+        ls.schedule(params.notebook_document.uri, 0)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
     def notebook_change(ls: RepairbotServer, params: types.DidChangeNotebookDocumentParams) -> None:
-        changed: set[str] = set()
-        cells = params.change.cells
-        if cells is not None:
-            changed.update(item.document.uri for item in cells.text_content or ())
-            if cells.structure is not None:
-                changed.update(item.uri for item in cells.structure.did_open or ())
-        for uri in ls.cell_uris(params.notebook_document.uri):
-            if uri in changed:
-                ls.schedule(uri, ls.settings.debounce_s)
+        # a cell's imports and loops reach the cells after it: the notebook is linted as one program
+        ls.schedule(params.notebook_document.uri, ls.settings.debounce_s)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
     def notebook_save(ls: RepairbotServer, params: types.DidSaveNotebookDocumentParams) -> None:
-        for uri in ls.cell_uris(params.notebook_document.uri):
-            ls.schedule(uri, 0)
+        config_for.cache_clear()
+        ls.schedule(params.notebook_document.uri, 0)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def notebook_close(ls: RepairbotServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        ls.forget(params.notebook_document.uri, [cell.uri for cell in params.cell_text_documents])
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
@@ -258,9 +443,7 @@ def build_server() -> RepairbotServer:
         if not (wants_fixes or wants_all):
             return []
         text = ls.workspace.get_text_document(params.text_document.uri).source
-        actions = await asyncio.get_running_loop().run_in_executor(
-            ls.executor, ls.fix_edits, params.text_document.uri, text, params.range if wants_fixes else None,
-        )
+        actions = await ls.in_worker(ls.fix_edits, params.text_document.uri, text, params.range if wants_fixes else None)
         return [action for action in actions if wants_all or action.kind != FIX_ALL_KIND]
 
     return server
