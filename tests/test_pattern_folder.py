@@ -36,7 +36,8 @@ from repairbot.edits import Edit, Rewrite, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Site
+from repairbot.types import Applicability, Decline, Failure
+from repairbot.edits import Site
 
 from . import probe
 

@@ -30,12 +30,12 @@ from repairbot.analysis import (
     source,
 )
 from repairbot.codemod import append_keyword, method_call, replace_arg_value
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence, FailingModule, LayerSite
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import DEFAULT, Written, integer_value, written_at
 from repairbot.sources import Sources, report_path
-from repairbot.types import Applicability, Decline, Failure, Frame, Site
+from repairbot.types import Applicability, Decline, Failure, Frame
 
 from . import probe
 

@@ -31,12 +31,12 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import quote_of
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import argparse_dest, bound_at, parameter_names
 from repairbot.sources import SourceError, Sources, report_path
-from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Frame, Span
 
 # A CUDA device written as a string: "cuda", "cuda:0", f"cuda:{rank}".
 _CUDA_TEXT = re.compile(r"cuda(?::\d+)?")

@@ -33,12 +33,12 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import append_keyword, quote_of
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.pattern import Pattern, signature, span_of
 from repairbot.provenance import bound_at, own_nodes, parameter_names
 from repairbot.sources import Sources, report_path
-from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Frame, Span
 
 _DEVICE = r"(?:cpu|cuda|mps|xpu|hpu|npu|meta)(?::\d+)?"
 _SAME_DEVICE = r"Expected all tensors to be on the same device, but "

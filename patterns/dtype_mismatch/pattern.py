@@ -23,7 +23,7 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import append_keyword, method_call
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import (
@@ -41,7 +41,7 @@ from repairbot.provenance import (
     own_nodes,
 )
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Frame, Site
+from repairbot.types import Applicability, Decline, Failure, Frame
 
 _FLOAT64 = "float64"
 _FLOAT32 = "float32"

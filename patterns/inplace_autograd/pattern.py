@@ -28,12 +28,12 @@ from repairbot.analysis import (
     spans,
 )
 from repairbot.codemod import remove_arg
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence, frame_from_json
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources, report_path
 from repairbot.torch_semantics import NO_GRAD, is_inplace_method
-from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Frame, Span
 
 from . import probe
 

@@ -27,7 +27,7 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import replace_arg_value
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence, LayerSite, LinearTrace, PassedArgument
 from repairbot.pattern import Pattern, signature
 from repairbot.provenance import (
@@ -40,7 +40,7 @@ from repairbot.provenance import (
     written_at,
 )
 from repairbot.sources import Sources, report_path
-from repairbot.types import Applicability, Decline, Failure, ForwardStep, Site, Span
+from repairbot.types import Applicability, Decline, Failure, ForwardStep, Span
 
 _SHAPES = r"\((?P<rows>\d+)x(?P<cols>\d+) and (?P<in_features>\d+)x(?P<out_features>\d+)\)"
 

@@ -35,7 +35,7 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import append_keyword, method_call, replace_arg_value
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import (
@@ -51,7 +51,7 @@ from repairbot.provenance import (
 )
 from repairbot.sources import Sources, report_path
 from repairbot.torch_semantics import is_loss_name
-from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Frame, Span
 
 # Answers whether labels passed on stay dtype-blind: an argument of a call (the call, the Arg), a
 # value bound to a name (the statement, the name), or a returned value (the Return, its position

@@ -28,7 +28,7 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import method_call, replace_arg_value
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature, type_matches
 from repairbot.provenance import (
@@ -41,7 +41,7 @@ from repairbot.provenance import (
     project_sources,
 )
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Frame, Span
 
 from . import probe
 

@@ -26,12 +26,12 @@ from repairbot.analysis import (
     traced_line_matches,
 )
 from repairbot.codemod import string_literal
-from repairbot.edits import Edit, Rewrite, SiteNodes
+from repairbot.edits import Edit, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import parameter_names
 from repairbot.sources import Sources, report_path
-from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Frame, Span
 
 from . import probe
 from .probe import NUMPY_DTYPE_CLASS, PLAIN_DATA

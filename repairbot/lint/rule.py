@@ -36,9 +36,9 @@ from typing import ClassVar
 import libcst as cst
 
 from repairbot.analysis import ImportTable, dotted_name, is_torch_name
+from repairbot.cst_walk import descendants
 from repairbot.edits import Replacement
 from repairbot.lint.frameworks import lightning_classes, lightning_hook
-from repairbot.lint.walk import descendants
 from repairbot.types import Applicability
 from repairbot.unit import DocFormat, Kind, Unit
 
