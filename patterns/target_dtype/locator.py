@@ -512,7 +512,7 @@ class Locator:
         self, read: cst.CSTNode, parents: Mapping[cst.CSTNode, cst.CSTNode], losses: set[int], onward: Onward | None = None,
         reached: set[int] | None = None,
     ) -> bool:
-        """``_blind_or_target`` for this loss: for float targets an in-place ``labels.fill_(v)``
+        """``blind_or_target`` for this loss: for float targets an in-place ``labels.fill_(v)``
         statement too (the DCGAN step refills one label tensor for its real and fake passes);
         not for class indices, where a fill of 0.9 into int64 labels would be lost."""
         return blind_or_target(read, parents, losses, onward, reached, fills=self.want == "float")
