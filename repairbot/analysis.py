@@ -27,6 +27,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from repairbot.cst_walk import descendants
 from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.sources import SourceError, Sources, report_path
 from repairbot.torch_semantics import (
@@ -1046,14 +1047,6 @@ def enclosing_scope(stack: Sequence[cst.CSTNode]) -> cst.CSTNode:
 def enclosing_function(stack: Sequence[cst.CSTNode]) -> cst.FunctionDef | None:
     found = nearest(reversed(stack[:-1]), (cst.FunctionDef,))
     return found if isinstance(found, cst.FunctionDef) else None
-
-
-def descendants(node: cst.CSTNode, prune: tuple[type[cst.CSTNode], ...] = ()) -> Iterator[cst.CSTNode]:
-    """The lint walk's fast descent (repairbot/lint/walk.py), imported when first used:
-    repairbot.lint imports this module."""
-    from repairbot.lint.walk import descendants as fast
-
-    return fast(node, prune)
 
 
 def within(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -37,6 +37,7 @@ from repairbot.output.diff import unified_diff
 from repairbot.output.paths import ReportPaths
 from repairbot.output.report import render_text
 from repairbot.pattern import Pattern
+from repairbot.results import Attempt, RepairReport
 from repairbot.run_config import RunConfig
 from repairbot.sources import Sources, check_syntax, write_all_atomic
 from repairbot.trace.runner import (
@@ -48,12 +49,10 @@ from repairbot.trace.runner import (
     WarmRunner,
 )
 from repairbot.types import (
-    Attempt,
     BadInput,
     Decline,
     Failure,
     Outcome,
-    RepairReport,
     RunLimits,
     RunStatus,
     Status,

@@ -31,10 +31,11 @@ from repairbot.lint.formats import FORMATS, render, summary
 from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text, status_line
 from repairbot.output.sarif import render_sarif
+from repairbot.results import RepairReport
 from repairbot.run_config import BY_NAME, DOCTOR, FIX, pop_config
 from repairbot.sources import write_atomic
 from repairbot.trace.runner import RunRequest, RunResult, describe_run
-from repairbot.types import BadInput, RepairReport
+from repairbot.types import BadInput
 
 F = TypeVar("F", bound=Callable[..., Any])
 

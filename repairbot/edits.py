@@ -19,14 +19,14 @@ from __future__ import annotations
 import abc
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
 from repairbot.analysis import spans
-from repairbot.types import Site, Span
+from repairbot.types import Applicability, Span
 
 Replacement = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]
 N = TypeVar("N", bound=cst.CSTNode)
@@ -162,3 +162,22 @@ class Rewrite(abc.ABC):
     @abc.abstractmethod
     def edits(self, nodes: SiteNodes) -> Sequence[Edit]:
         """The edits of this fix; EditError where the nodes are not what it edits."""
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a fix goes and what it does: the answer of a pattern's ``locate``."""
+
+    pattern: str
+    file: str  # absolute path of the file to change
+    span: Span  # the node the rewrite edits, in the current source
+    rewrite: Rewrite  # the fix, with its typed parameters (what the pattern's locate decided)
+    summary: str  # the report's "Fix:" line
+    applicability: Applicability
+    evidence: Mapping[str, Any] = field(default_factory=dict)  # what backs the fix (JSON)
+    evidence_text: str = ""  # the same, in one line for people
+    notes: tuple[str, ...] = ()  # caveats for the report
+    # Other places in the same file the fix may touch (a device line it introduces, say).
+    extra_spans: tuple[Span, ...] = ()
+    # Next candidates for the same failure, tried in order when this one's rerun fails.
+    alternatives: tuple[Site, ...] = ()

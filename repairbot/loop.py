@@ -16,29 +16,28 @@ from pathlib import Path
 import libcst as cst
 
 from repairbot.classify import Candidate, candidates, environment_problem
+from repairbot.edits import Site
 from repairbot.evidence import Evidence, LastBatch
 from repairbot.health import offered_rules
 from repairbot.launchers import Launcher
 from repairbot.lint.engine import FixLevel, apply_edit, lint_bytes, package_of
-from repairbot.notebook import Notebook
+from repairbot.notebook import Notebook, NotebookError
 from repairbot.output.diff import unified_diff
 from repairbot.output.paths import ReportPaths, harness_file
 from repairbot.pattern import Pattern, TransformError
 from repairbot.registry import rules_by_id
+from repairbot.results import Attempt, Fix
 from repairbot.sources import SourceError, Sources
 from repairbot.trace.runner import Limits, Runner, RunRequest, RunResult
 from repairbot.types import (
     Applicability,
-    Attempt,
     BadInput,
     Decline,
     Failure,
-    Fix,
     HarnessFault,
     HealthFinding,
     Outcome,
     RunStatus,
-    Site,
     Status,
     StopReason,
 )
@@ -564,7 +563,10 @@ class RepairLoop:
         compile(new_bytes, str(path), "exec", dont_inherit=True)
         notebook = self.options.notebooks.get(path)
         if notebook is not None:
-            notebook.check_edit(new_bytes)  # one cell, no IPython line: or it could not be written back
+            try:  # one cell, no IPython line: or it could not be written back
+                notebook.check_edit(new_bytes)
+            except NotebookError as error:
+                raise TransformError(str(error)) from None
         self.sources.module(path, new_bytes)
         return new_bytes
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from repairbot.output.diff import split_lines  # at "\n" only, as Python counts lines
-from repairbot.types import Applicability, BadInput
+from repairbot.types import BadInput
 
 SUFFIX = ".ipynb"
 # One physical line, so that the cells' lines keep their numbers past it.
@@ -174,14 +174,13 @@ class Notebook:
         return self.text[: cell.tokens[where.line - 1][0]].count("\n") + 1
 
     def check_edit(self, program: bytes | str) -> None:
-        """TransformError unless ``program`` (an edit of this notebook's program) can be written
-        back: a rewrite that spans cells or touches an IPython line is declined before any run."""
-        from repairbot.pattern import TransformError
-
+        """NotebookError, its message without the notebook's name, unless ``program`` (an edit
+        of this notebook's program) can be written back: a rewrite that spans cells or touches
+        an IPython line is declined before any run."""
         try:
             self.cell_sources(program.decode("utf-8") if isinstance(program, bytes) else program)
         except NotebookError as error:
-            raise TransformError(str(error).removeprefix(f"{self.path.name}: ")) from None
+            raise NotebookError(str(error).removeprefix(f"{self.path.name}: ")) from None
 
     def syntax_hint(self, where: Location | None) -> str:
         """Why a cell Jupyter runs may not compile here: IPython dedents a cell indented as a whole."""
@@ -684,89 +683,6 @@ def locator(notebook: Notebook | None, root: Path) -> Locator | None:
     from repairbot.sources import relative_path
 
     return Locator({relative_path(root, notebook.path): notebook})
-
-
-# lint ---------------------------------------------------------------------------------------
-def lint_notebook(
-    path: Path, display: str, rules: Any, fix: Any, edits: bool, package: str | None = None,
-) -> Any:
-    """``repairbot lint`` of one notebook: its program linted (and fixed) as a file, findings
-    placed by cell (``Finding.cell``, lines within the cell), a fix written back into the
-    edited cells only. A notebook of another kernel language is skipped with a note; one that
-    cannot be read is a parse-error finding, as a ``.py`` file with a syntax error is."""
-    from repairbot.lint.engine import FileResult
-
-    try:
-        return _lint_notebook(path, display, rules, fix, edits, package)
-    except NotebookError:
-        raise
-    except Exception as error:  # a bug of ours must not end the run over the other files
-        return FileResult(display, 0, parsed=True, error=f"{type(error).__name__}: {error}")
-
-
-def _lint_notebook(path: Path, display: str, rules: Any, fix: Any, edits: bool, package: str | None) -> Any:
-    from dataclasses import replace
-
-    from repairbot.lint.engine import PARSE_ERROR, FileResult, Finding, lint_bytes
-    from repairbot.lint.rule import Severity
-
-    try:
-        notebook = load(path, display)
-    except NotebookError as error:
-        message = str(error).removeprefix(f"{display}: ")
-        if "kernel is" in message or "no code cells" in message:
-            return FileResult(display, 0, parsed=False, notes=(f"skipped: {message}",) if "kernel" in message else ())
-        return FileResult(
-            display, 0, parsed=True,
-            findings=(Finding(
-                display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read the notebook: {message}", Applicability.NONE,
-                severity=Severity.ERROR,
-            ),),
-        )
-    result = lint_bytes(notebook.program_bytes, path, display, rules, fix, edits, package)
-    findings = place_findings(notebook, result.findings)
-    new_data, notes = None, list(result.notes)
-    if result.new_data is not None:
-        try:
-            new_data = notebook.write_back(result.new_data)
-        except NotebookError as error:
-            notes.append(f"not fixed: {str(error).removeprefix(display + ': ')}")
-    return replace(result, findings=findings, new_data=new_data, notes=tuple(notes), fixed=result.fixed if new_data else 0)
-
-
-def place_findings(notebook: Notebook, findings: Any) -> Any:
-    """The lint findings of a notebook's program placed in its code cells (``Finding.cell``,
-    lines and edits within the cell); a finding on a prelude line is dropped."""
-    from dataclasses import replace
-
-    from repairbot.lint.engine import PARSE_ERROR, Finding
-
-    def place(finding: Finding) -> Finding | None:
-        start, end = notebook.locate(finding.line), notebook.locate(finding.end_line)
-        if start is None:
-            if finding.rule == PARSE_ERROR:
-                return replace(finding, message=f"{finding.message} (in the repairbot prelude line)")
-            return None
-        if finding.rule == PARSE_ERROR:
-            # a cell that is not Python (an IPython construct repairbot does not map)
-            return replace(
-                finding, cell=start.cell, line=start.line, end_line=start.line,
-                message=finding.message + notebook.syntax_hint(start),
-            )
-        edit = finding.edit
-        if edit is not None:
-            edit_start, edit_end = notebook.locate(edit.line), notebook.locate(edit.end_line)
-            if edit_start is None or edit_end is None or edit_start.cell != edit_end.cell:
-                edit = None
-            else:
-                edit = replace(edit, line=edit_start.line, end_line=edit_end.line)
-        return replace(
-            finding, cell=start.cell, line=start.line,
-            end_line=end.line if end is not None and end.cell == start.cell else start.line,
-            edit=edit, source_line=notebook.file_line(start),
-        )
-
-    return tuple(f for f in map(place, findings) if f is not None)
 
 
 def file_diff(path: Path, before: bytes, after: bytes, display: str) -> str:

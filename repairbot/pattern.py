@@ -29,10 +29,10 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper
 
-from repairbot.edits import EditError, Rewrite, SiteNodes, apply_edits
+from repairbot.edits import EditError, Rewrite, Site, SiteNodes, apply_edits
 from repairbot.evidence import Evidence
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Frame, Span
 from repairbot.unit import DocFormat, Kind, Unit
 
 

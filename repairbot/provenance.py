@@ -42,7 +42,7 @@ from repairbot.analysis import (
 )
 from repairbot.evidence import DescribedValue, Evidence, PassedArgument
 from repairbot.evidence import Scope as TracedScope
-from repairbot.lint.frameworks import LIGHTNING_DATAMODULES, lightning_classes
+from repairbot.frameworks import LIGHTNING_DATAMODULES, lightning_classes
 from repairbot.sources import Sources, report_path
 from repairbot.types import Failure, Frame, Span
 

@@ -1,4 +1,4 @@
-"""Domain values shared by every layer: frames, failures, fix sites, attempts and reports.
+"""Domain values shared by every layer: frames, failures, spans, declines, run limits and statuses.
 
 Every value is a frozen dataclass; every enum's value is the string the contract's JSON uses.
 """
@@ -8,10 +8,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from repairbot.edits import Rewrite
+from typing import Any
 
 from repairbot.run_config import DEFAULTS
 
@@ -140,25 +137,6 @@ class Span:
         return self.line <= line <= self.end_line
 
 
-@dataclass(frozen=True)
-class Site:
-    """Where a fix goes and what it does: the answer of a pattern's ``locate``."""
-
-    pattern: str
-    file: str  # absolute path of the file to change
-    span: Span  # the node the rewrite edits, in the current source
-    rewrite: Rewrite  # the fix, with its typed parameters (what the pattern's locate decided)
-    summary: str  # the report's "Fix:" line
-    applicability: Applicability
-    evidence: Mapping[str, Any] = field(default_factory=dict)  # what backs the fix (JSON)
-    evidence_text: str = ""  # the same, in one line for people
-    notes: tuple[str, ...] = ()  # caveats for the report
-    # Other places in the same file the fix may touch (a device line it introduces, say).
-    extra_spans: tuple[Span, ...] = ()
-    # Next candidates for the same failure, tried in order when this one's rerun fails.
-    alternatives: tuple[Site, ...] = ()
-
-
 class ForwardStep(str):
     """One layer along a traced forward pass, in a fix's evidence: the layer, where it was built
     and the input shape it received. It is its own one-line text in the JSON report and the text
@@ -187,31 +165,6 @@ class Decline:
     diagnosis: str | None = None  # a remedy for the report when nothing can be edited
     file: str | None = None  # where the remedy applies (absolute), when the pattern knows
     line: int | None = None
-
-
-@dataclass(frozen=True)
-class Fix:
-    """A located, transformed and (once the rerun has spoken) judged fix."""
-
-    site: Site
-    file: str  # path relative to the report's root
-    diff: str
-    changed_lines: int
-
-
-@dataclass(frozen=True)
-class Attempt:
-    n: int
-    failure: Failure
-    failure_file: str | None  # relative location of the failure, as reported
-    failure_line: int | None
-    pattern: str | None
-    evidence: Mapping[str, Any]
-    fix: Fix | None
-    outcome: Outcome
-    declines: tuple[Decline, ...] = ()
-    duration_s: float = 0.0
-    applied: bool = False  # the fix was kept: the rerun got past its failure
 
 
 @dataclass(frozen=True)
@@ -291,58 +244,6 @@ class HarnessFault:
             f"{self.frame.location} ({self.frame.function}), not by the script; without the harness, "
             f"{self.plain_outcome}"
         )
-
-
-class Locations(Protocol):
-    """Where a report's lines really are (a notebook's program lines as cells and their lines)."""
-
-    def text(self, rendered: str) -> str: ...
-
-    def json(self, value: Any) -> Any: ...
-
-
-@dataclass(frozen=True)
-class RepairReport:
-    script: str
-    status: Status
-    stop_reason: StopReason
-    attempts: tuple[Attempt, ...]
-    diff: str
-    files_modified: tuple[str, ...]
-    run_limits: RunLimits
-    environment: Mapping[str, Any]
-    duration_s: float
-    branch: str | None = None
-    commit: str | None = None
-    scratch: str | None = None
-    notes: tuple[str, ...] = ()
-    remaining: Failure | None = None  # a failure left at the stop that no attempt describes
-    error: str | None = None  # one-line reason of a bad-input stop
-    root: str | None = None  # the folder the report's paths are relative to (not in the JSON)
-    health: tuple[HealthFinding, ...] = ()
-    command: str = "fix"  # fix | doctor (doctor: one traced run, health checks only)
-    # the last run's output (stdout, then stderr) when it ended in environment, timeout or
-    # no-user-frame: what the script said is often the only clue
-    output_tail: str | None = None
-    strict_health: bool = False  # --strict-health: findings make the exit code 1
-    dry_run: bool = False  # --dry-run: files_modified are the files the diff would change
-    locations: Locations | None = None  # notebooks' lines by cell (repairbot.notebook.Locator); not in the JSON
-    harness_fault: HarnessFault | None = None  # stop reason harness-error: the harness's failure, the plain run's outcome
-
-    @property
-    def warnings(self) -> tuple[HealthFinding, ...]:
-        """The health findings that are bugs (information never changes an exit code)."""
-        return tuple(h for h in self.health if h.is_warning)
-
-    @property
-    def exit_code(self) -> int:
-        code = exit_code_for(self.status)
-        if self.command == "doctor" and code == 0:
-            # doctor: 0 only for a run with no crash and no finding
-            return 1 if self.warnings or self.attempts or self.remaining is not None else 0
-        if code == 0 and self.strict_health and self.warnings:
-            return 1
-        return code
 
 
 def exit_code_for(status: Status) -> int:

@@ -14,11 +14,12 @@ import libcst as cst
 import pytest
 
 from repairbot import registry
+from repairbot.edits import Site
 from repairbot.evidence import Evidence, evidence_from_json
 from repairbot.output.diff import unified_diff
 from repairbot.pattern import Pattern
 from repairbot.sources import SourceError, Sources, parse, write_atomic
-from repairbot.types import Applicability, Site, Span
+from repairbot.types import Applicability, Span
 from tests.support import PatternCase, pattern_cases, split_location
 
 FIX_CASES = [c for c in pattern_cases() if c.expects_fix]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from repairbot.edits import Site
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Site
+from repairbot.types import Applicability, Decline
 from tests.support import pattern_cases
 from tests.test_pattern_cases import _evidence, _locate
 

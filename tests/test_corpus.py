@@ -24,10 +24,11 @@ import pytest
 from libcst.metadata import MetadataWrapper
 
 from repairbot import registry
+from repairbot.edits import Site
 from repairbot.evidence import evidence_from_json
 from repairbot.pattern import Pattern, TransformError
 from repairbot.sources import SourceError, Sources, parse
-from repairbot.types import Site, Span
+from repairbot.types import Span
 from tests.support import pattern_cases
 
 pytestmark = pytest.mark.slow

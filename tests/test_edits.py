@@ -9,9 +9,9 @@ import libcst.matchers as m
 import pytest
 from libcst.metadata import MetadataWrapper
 
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes, apply_edits
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes, apply_edits
 from repairbot.pattern import Pattern, TransformError
-from repairbot.types import Applicability, Site, Span
+from repairbot.types import Applicability, Span
 
 SOURCE = "import torch\n\n# the model\nmodel = build(1)\nrun(model, 2)\n"
 

@@ -49,6 +49,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from repairbot import registry
 from repairbot.classify import Classification, classify_log
+from repairbot.edits import Site
 from repairbot.evidence import (
     DescribedValue,
     Environment,
@@ -62,7 +63,7 @@ from repairbot.pattern import Pattern, TransformError, span_of
 from repairbot.registry import all_rules
 from repairbot.sources import SourceError, Sources, line_endings, parse
 from repairbot.tracebacks import is_user_path, parse_log, strip_noise, worker_frames
-from repairbot.types import Decline, Failure, Site, Span
+from repairbot.types import Decline, Failure, Span
 from tests.support import PYTHON, ROOT, PatternCase, broken_by_fix
 from tests.test_pattern_cases import CASES, _locate, _pattern, _relative
 from tests.test_tracebacks import SPECIMENS, read_specimen

@@ -24,6 +24,7 @@ from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text, report_schema
 from repairbot.output.sarif import render_sarif
 from repairbot.registry import all_patterns
+from repairbot.results import RepairReport
 from repairbot.sources import Sources
 from repairbot.trace.runner import (
     Limits,
@@ -34,16 +35,7 @@ from repairbot.trace.runner import (
     printed_harness_frame,
 )
 from repairbot.tracebacks import parse_log
-from repairbot.types import (
-    Failure,
-    Frame,
-    HarnessFault,
-    RepairReport,
-    RunLimits,
-    RunStatus,
-    Status,
-    StopReason,
-)
+from repairbot.types import Failure, Frame, HarnessFault, RunLimits, RunStatus, Status, StopReason
 from tests.support import PYTHON, commit_all, init_repo
 from tests.test_loop import SCRIPT, Boom, ScriptedRunner, booms, failed, passed
 from tests.test_reports import validate_sarif

@@ -23,8 +23,9 @@ from repairbot.output.markdown import render_markdown
 from repairbot.output.report import render_json, render_text
 from repairbot.output.sarif import render_sarif
 from repairbot.registry import all_patterns, rules_by_id
+from repairbot.results import RepairReport
 from repairbot.trace.runner import BOOTSTRAP, Limits
-from repairbot.types import HealthFinding, RepairReport, RunLimits, Status, StopReason
+from repairbot.types import HealthFinding, RunLimits, Status, StopReason
 from tests.support import (
     PYTHON,
     Fixture,

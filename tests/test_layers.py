@@ -1,11 +1,13 @@
-"""The import graph of ``repairbot/`` has no circle beyond the known ones listed here.
+"""repairbot/'s modules import in one direction: each layer uses only the layers below it.
 
 The graph is read with ``ast`` (nothing is imported): ``import x``, ``from x import y`` and
 relative imports, at module level, inside functions and under ``TYPE_CHECKING`` alike (an import
 moved into a function or a type-checking block to dodge a circle is still a circle to a reader).
 
-KNOWN_CYCLES are the circles this test found when it was written (issue 27, part 1); breaking
-one means removing it here. A new circle, or a known one that grew, fails with its modules named.
+LAYERS is the contract, bottom up (docs/architecture.md says the same in prose). A module
+imports modules of its own layer or of a lower one; an import of a higher layer fails, named,
+and so does a module that no layer lists (a new module is placed on purpose) and any import
+circle (within one layer too).
 """
 
 from __future__ import annotations
@@ -16,17 +18,55 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "repairbot"
 
-# the strongly connected components of the graph today, each with the imports that close it
-KNOWN_CYCLES: list[frozenset[str]] = [
-    # types -> edits (Rewrite, TYPE_CHECKING, for Site.rewrite) closes it; the rest of the
-    # edits go bottom up (analysis no longer imports lint.rule: its FileContext is a Protocol)
-    frozenset({
-        "repairbot.analysis", "repairbot.edits", "repairbot.evidence",
-        "repairbot.sources", "repairbot.tracebacks", "repairbot.types",
-    }),
-    # function-level imports both ways (notebook cells linted; lint reads notebooks)
-    frozenset({"repairbot.lint.engine", "repairbot.notebook"}),
-]
+# Bottom up. An entry names a module, or a package and everything under it ("x.*").
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # runs in the user's interpreter: the standard library and torch, never the rest of repairbot
+    ("harness", ("repairbot.trace.harness.*", "repairbot.trace.bootstrap")),
+    # values and tables every layer shares; they import nothing of repairbot above
+    ("base", (
+        "repairbot", "repairbot.trace", "repairbot.output", "repairbot.action",
+        "repairbot.run_config", "repairbot.torch_semantics", "repairbot.types",
+        "repairbot.cst_walk", "repairbot.codemod", "repairbot.launchers", "repairbot.output.diff", "repairbot.action.github",
+    )),
+    # what a run left and the files it ran: sources, tracebacks, evidence, notebooks
+    ("inputs", (
+        "repairbot.sources", "repairbot.tracebacks", "repairbot.evidence", "repairbot.notebook",
+    )),
+    # facts about a program, and where a value was written
+    ("analysis", ("repairbot.analysis", "repairbot.frameworks", "repairbot.provenance")),
+    # a fix as edits on nodes, and the one applier
+    ("edits", ("repairbot.edits",)),
+    # what a repair did: attempts, their fixes (which hold a Site) and the run's report
+    ("results", ("repairbot.results",)),
+    # the units (patterns, lint rules, health checks), their discovery and the catalogue
+    ("units", (
+        "repairbot.unit", "repairbot.pattern", "repairbot.lint.rule", "repairbot.lint.selection",
+        "repairbot.health", "repairbot.classify", "repairbot.registry",
+    )),
+    # what runs the units: the tracing runner, the repair loop, the lint engine, the reports
+    ("engines", (
+        "repairbot.trace.runner", "repairbot.loop", "repairbot.lint.engine", "repairbot.lint.files",
+        "repairbot.lint.run", "repairbot.output.report", "repairbot.output.markdown",
+        "repairbot.output.sarif", "repairbot.output.git", "repairbot.output.paths",
+    )),
+    # the ways in: the API, the CLI, the LSP server, the GitHub Action's stages
+    ("front", (
+        "repairbot.api", "repairbot.cli", "repairbot.__main__", "repairbot.lint",
+        "repairbot.lint.formats", "repairbot.server.*", "repairbot.action.stage_a",
+        "repairbot.action.stage_b",
+    )),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index of the layer that lists ``module`` (its nearest "x.*" package else)."""
+    for index, (_name, entries) in enumerate(LAYERS):
+        if module in entries:
+            return index
+    for index, (_name, entries) in enumerate(LAYERS):
+        if any(e.endswith(".*") and (module == e[:-2] or module.startswith(e[:-1])) for e in entries):
+            return index
+    return None
 
 
 def module_files() -> dict[str, Path]:
@@ -109,6 +149,18 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return found
 
 
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a higher layer, as "module (layer) -> imported (layer)"."""
+    found = []
+    for module, imported in sorted(graph.items()):
+        own = layer_of(module)
+        for target in sorted(imported):
+            other = layer_of(target)
+            if own is not None and other is not None and other > own:
+                found.append(f"{module} ({LAYERS[own][0]}) -> {target} ({LAYERS[other][0]})")
+    return found
+
+
 def test_cycle_finder_names_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [frozenset({"a", "b", "c"})]
@@ -118,16 +170,32 @@ def test_cycle_finder_names_a_circle() -> None:
 def test_graph_resolves_relative_and_from_imports() -> None:
     graph = import_graph()
     assert "repairbot.types" in graph["repairbot.unit"]
-    assert "repairbot.lint.engine" in graph["repairbot.notebook"]  # a function-level import
+    assert "repairbot.notebook" in graph["repairbot.lint.engine"]
+    assert "repairbot.pattern" in graph["repairbot.classify"]
 
 
-def test_no_new_import_cycle() -> None:
-    new = [sorted(cycle) for cycle in cycles(import_graph()) if cycle not in KNOWN_CYCLES]
-    assert not new, f"import circle(s) in repairbot/: {new}"
+def test_an_import_of_a_higher_layer_is_named() -> None:
+    graph = {"repairbot.types": {"repairbot.edits"}, "repairbot.edits": {"repairbot.types"}}
+    assert upward_imports(graph) == ["repairbot.types (base) -> repairbot.edits (edits)"]
+    assert layer_of("repairbot.trace.harness.probes.step_budget") == 0
+    assert layer_of("repairbot.server.lsp") == len(LAYERS) - 1
 
 
-def test_known_cycles_are_current() -> None:
-    # a broken circle leaves the list, so KNOWN_CYCLES only shrinks
-    found = cycles(import_graph())
-    stale = [sorted(cycle) for cycle in KNOWN_CYCLES if cycle not in found]
-    assert not stale, f"no longer a circle, remove from KNOWN_CYCLES: {stale}"
+def test_every_module_has_a_layer() -> None:
+    unplaced = sorted(module for module in module_files() if layer_of(module) is None)
+    assert not unplaced, f"add to a layer of LAYERS (tests/test_layers.py): {unplaced}"
+
+
+def test_no_module_is_listed_twice() -> None:
+    entries = [entry for _name, layer in LAYERS for entry in layer]
+    assert len(entries) == len(set(entries))
+
+
+def test_layers_import_only_downwards() -> None:
+    upward = upward_imports(import_graph())
+    assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
+
+
+def test_no_import_cycle() -> None:
+    found = [sorted(cycle) for cycle in cycles(import_graph())]
+    assert not found, f"import circle(s) in repairbot/: {found}"

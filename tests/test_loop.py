@@ -13,7 +13,7 @@ import pytest
 
 from repairbot import api
 from repairbot.classify import candidates
-from repairbot.edits import Edit, Rewrite, SiteNodes
+from repairbot.edits import Edit, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence, ForcedLimit, TracedLimits
 from repairbot.loop import Located, LoopOptions, RepairLoop, failure_key, run_ended, stop_reason
 from repairbot.pattern import Pattern, signature
@@ -28,7 +28,6 @@ from repairbot.types import (
     Frame,
     Outcome,
     RunStatus,
-    Site,
     Span,
     Status,
     StopReason,

@@ -29,7 +29,7 @@ def _case_locate(folder: str) -> object:
 
 
 def test_attribute_fill_is_proven_by_the_backward_on_the_appended_tensor() -> None:
-    from repairbot.types import Site
+    from repairbot.edits import Site
 
     found = _case_locate("attribute_list_append_item")
     assert isinstance(found, Site)

@@ -15,12 +15,13 @@ import pytest
 
 from repairbot import registry
 from repairbot.classify import candidates
+from repairbot.edits import Site
 from repairbot.evidence import evidence_from_json
 from repairbot.output.diff import unified_diff
 from repairbot.pattern import Pattern
 from repairbot.sources import Sources
 from repairbot.tracebacks import parse_log
-from repairbot.types import Decline, Site
+from repairbot.types import Decline
 from tests.support import PatternCase, pattern_cases, split_location
 
 CASES = pattern_cases()

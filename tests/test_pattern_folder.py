@@ -1,6 +1,7 @@
-"""A pattern folder holds everything of its pattern: a new pattern with its own run-time probe,
-added to a copy of the tree and nowhere else, is discovered, its probe runs in the harness, its
-evidence reaches the pattern and its fix is reported."""
+"""A pattern folder holds everything of its pattern: a new pattern with its own run-time probe
+and its rewrite in a module of its own, added to a copy of the tree and nowhere else, is
+discovered, its probe runs in the harness, its evidence reaches the pattern and its fix is
+reported."""
 
 from __future__ import annotations
 
@@ -25,32 +26,20 @@ PATTERN = '''
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import libcst as cst
 
 from repairbot.analysis import calls_on_line
-from repairbot.edits import Edit, Rewrite, SiteNodes
+from repairbot.edits import Site
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Site
+from repairbot.types import Applicability, Decline, Failure
 
 from . import probe
-
-
-@dataclass(frozen=True)
-class PercentToProbability(Rewrite):
-    """Divides the literal probability of the one Dropout call at the site by 100."""
-
-    probability: float
-
-    def edits(self, nodes: SiteNodes) -> list[Edit]:
-        call = nodes.node(cst.Call)
-        value = cst.Float(str(self.probability))
-        return [Edit(call, call.with_changes(args=[call.args[0].with_changes(value=value), *call.args[1:]]))]
+from .rewrites import PercentToProbability
 
 
 class DropoutPercent(Pattern):
@@ -108,6 +97,32 @@ class DropoutPercent(Pattern):
         )
 '''
 
+# The pattern's rewrite in a module of its own beside pattern.py (a folder may split its
+# pattern into modules; they are imported relatively, never discovered as units).
+REWRITES = '''
+"""dropout-percent's fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from repairbot.edits import Edit, Rewrite, SiteNodes
+
+
+@dataclass(frozen=True)
+class PercentToProbability(Rewrite):
+    """Divides the literal probability of the one Dropout call at the site by 100."""
+
+    probability: float
+
+    def edits(self, nodes: SiteNodes) -> list[Edit]:
+        call = nodes.node(cst.Call)
+        value = cst.Float(str(self.probability))
+        return [Edit(call, call.with_changes(args=[call.args[0].with_changes(value=value), *call.args[1:]]))]
+'''
+
 PROBE = '''
 """The "dropout-args" probe: what each ``nn.Dropout`` was asked for, and where (harness side:
 Python 3.8, standard library and torch only)."""
@@ -157,6 +172,7 @@ def _copy_tree(target: Path) -> Path:
     (folder / "cases" / "percent_literal" / "after").mkdir(parents=True)
     (folder / "__init__.py").write_text('"""Pattern dropout-percent."""\n', encoding="utf-8")
     (folder / "pattern.py").write_text(PATTERN.lstrip(), encoding="utf-8")
+    (folder / "rewrites.py").write_text(REWRITES.lstrip(), encoding="utf-8")
     (folder / "probe.py").write_text(PROBE.lstrip(), encoding="utf-8")
     case = folder / "cases" / "percent_literal"
     (case / "case.toml").write_text(

@@ -25,24 +25,21 @@ from markdown_it import MarkdownIt
 from rich.console import Console
 
 from repairbot import api, cli
-from repairbot.edits import Edit, Rewrite, SiteNodes
+from repairbot.edits import Edit, Rewrite, Site, SiteNodes
 from repairbot.output.diff import PatchError, apply_patch, parse_patch, split_lines, unified_diff
 from repairbot.output.markdown import code, escape, fenced, render_markdown
 from repairbot.output.report import evidence_line, render_json, render_text, report_schema
 from repairbot.output.sarif import render_sarif, replacements
 from repairbot.registry import all_patterns
+from repairbot.results import Attempt, Fix, RepairReport
 from repairbot.types import (
     Applicability,
-    Attempt,
     Decline,
     Failure,
-    Fix,
     ForwardStep,
     Frame,
     Outcome,
-    RepairReport,
     RunLimits,
-    Site,
     Span,
     Status,
     StopReason,

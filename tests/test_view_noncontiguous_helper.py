@@ -3,8 +3,9 @@ fix at the view (or a decline) when a write relies on the memory the batch share
 
 from __future__ import annotations
 
+from repairbot.edits import Site
 from repairbot.sources import Sources
-from repairbot.types import Decline, Site
+from repairbot.types import Decline
 from tests.test_pattern_cases import CASES, _locate
 
 

@@ -28,11 +28,11 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import append_keyword, replace_arg_value
-from repairbot.edits import Edit, Rewrite, SiteNodes
+from repairbot.edits import Edit, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence, LastBatch
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Frame, Site
+from repairbot.types import Applicability, Decline, Failure, Frame
 
 _TRAINING_CALLS = ("backward", "step")
 

@@ -1,120 +1,78 @@
-"""conv-in-channels: a convolution built for another number of input channels than it receives."""
+"""conv-in-channels: a convolution built for another number of input channels than it receives.
+
+This module holds the pattern and its choice of fix; ``records.py`` reads what the run
+recorded about the failing conv, ``direction.py`` weighs how safe a change of the layer is
+(and words the remedy), and ``rewrites.py`` holds the fixes.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import libcst as cst
 
 from repairbot.analysis import (
-    ImportTable,
     Source,
     argument,
     called_name,
-    calls_on_line,
-    dotted_name,
     has_star_args,
-    is_torch_name,
     last_binding,
-    local_tensors,
     name_reads,
     one_line,
     place,
     resolve_site,
-    shape_of,
     shape_text,
     source,
 )
-from repairbot.codemod import append_keyword, method_call, replace_arg_value
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
-from repairbot.evidence import Evidence, FailingModule, LayerSite
+from repairbot.codemod import append_keyword, replace_arg_value
+from repairbot.edits import Site
+from repairbot.evidence import Evidence, FailingModule
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import DEFAULT, Written, integer_value, written_at
 from repairbot.sources import Sources, report_path
-from repairbot.types import Applicability, Decline, Failure, Frame, Site
+from repairbot.types import Applicability, Decline, Failure, Frame
 
 from . import probe
+from .direction import (
+    Direction,
+    conversion_text,
+    convert_text,
+    defaulted_parameter,
+    one_channel_data,
+    reads_at,
+    remedy_text,
+    weight_set_by_hand,
+)
+from .records import (
+    channels_before,
+    construction_call,
+    constructions,
+    conv_call,
+    data_tensor_frame,
+    instance_sites,
+    layer_record,
+    loaded_weights,
+    statement_text_node,
+)
+from .rewrites import (
+    PassChannelsAtConstruction,
+    PermuteChannelsFirst,
+    SetInChannels,
+    SetWrittenChannels,
+)
 
 _WEIGHT = r"(?:weight of size \[?(?P<weight>[\d,\s]+?)\]?|weight\[(?P<weight04>[\d,\s]+)\],\s+so)"
+
+
 _EXPECTED = (
     r"expected input\[(?P<input>[\d,\s]+)\] to have (?P<expected>\d+) channels, but got (?P<got>\d+) channels instead"
 )
-# Calls that bring weights from elsewhere: changing a layer's size would break them.
-_PRETRAINED_CALLS = ("load_state_dict", "load_from_checkpoint", "from_pretrained")
 
 
 def _ints(text: str | None) -> list[int]:
     return [int(v) for v in re.findall(r"\d+", text or "")]
-
-
-@dataclass(frozen=True)
-class SetInChannels(Rewrite):
-    """Replaces the value of the Conv call's ``in_channels`` argument, nothing else."""
-
-    in_channels: int
-
-    def edits(self, nodes: SiteNodes) -> list[Edit]:
-        call = nodes.node(cst.Call)
-        target = argument(call, 0, "in_channels")
-        if target is None:
-            raise EditError("no in_channels argument")
-        return [Edit(call, replace_arg_value(call, target, cst.Integer(str(self.in_channels))))]
-
-
-@dataclass(frozen=True)
-class SetWrittenChannels(Rewrite):
-    """Replaces the number where the conv's ``in_channels`` value is written (a call-site
-    argument, a config entry), nothing else."""
-
-    in_channels: int
-
-    def edits(self, nodes: SiteNodes) -> list[Edit]:
-        written = nodes.node(cst.BaseExpression)
-        if integer_value(written) is None:
-            raise EditError("the value is not written as a number there")
-        return [Edit(written, cst.Integer(str(self.in_channels)))]
-
-
-@dataclass(frozen=True)
-class PassChannelsAtConstruction(Rewrite):
-    """Passes ``param=in_channels`` at the call that builds the model (a parameter whose
-    default sizes the conv, left out there), after its last argument, in the call's layout."""
-
-    param: str
-    in_channels: int
-
-    def edits(self, nodes: SiteNodes) -> list[Edit]:
-        call = nodes.node(cst.Call)
-        if any(arg.keyword is not None and arg.keyword.value == self.param for arg in call.args):
-            raise EditError(f"{self.param} is already passed there")  # a second application
-        added = append_keyword(call, self.param, cst.Integer(str(self.in_channels)))
-        # `a = 1` where the call's own keywords are written so
-        spaced = next((arg.equal for arg in call.args if arg.keyword is not None and isinstance(arg.equal, cst.AssignEqual)), None)
-        if spaced is not None:
-            args = list(added.args)
-            args[-1] = args[-1].with_changes(equal=spaced)
-            added = added.with_changes(args=args)
-        return [Edit(call, added)]
-
-
-@dataclass(frozen=True)
-class PermuteChannelsFirst(Rewrite):
-    """Moves the channels of the expression that makes the batch first (``.permute(order)``)."""
-
-    order: tuple[int, ...]
-
-    def edits(self, nodes: SiteNodes) -> list[Edit]:
-        value = nodes.node(cst.BaseExpression)
-        around = nodes.parent(value)
-        if isinstance(around, cst.Attribute) and around.attr.value == "permute":
-            call = nodes.parent(around)
-            if isinstance(call, cst.Call) and call.func is around:
-                raise EditError("the batch is already reordered there")  # a second application
-        return [Edit(value, method_call(value, "permute", *(cst.Integer(str(d)) for d in self.order)))]
 
 
 class ConvInChannels(Pattern):
@@ -224,7 +182,7 @@ class ConvInChannels(Pattern):
             return self.decline(
                 f"a convolution expected {expected} input channels and got {got}, but no nn.Conv module "
                 "of the run failed (a functional conv on a hand-made weight)",
-                diagnosis=_remedy(expected, got), at=frame,
+                diagnosis=remedy_text(expected, got), at=frame,
             )
         kind = str(module.type)
         in_channels = module.in_channels
@@ -235,9 +193,9 @@ class ConvInChannels(Pattern):
         rank = {"Conv1d": 3, "Conv2d": 4, "Conv3d": 5}.get(kind.replace("Lazy", ""), 4)
         if groups.get("kind") == "transposed" or (groups.get("groups") and int(groups["groups"]) != 1):
             return self.decline(f"{layer} is a grouped or transposed convolution; its channel rule differs",
-                                diagnosis=_remedy(expected, got), at=site or frame)
+                                diagnosis=remedy_text(expected, got), at=site or frame)
         if not isinstance(in_channels, int) or shape is None:
-            return self.decline(f"{layer}: the run did not record its sizes", diagnosis=_remedy(expected, got), at=frame)
+            return self.decline(f"{layer}: the run did not record its sizes", diagnosis=remedy_text(expected, got), at=frame)
         if len(shape) == rank - 1:
             return self.decline(
                 f"{layer} received {shape_text(shape)}: without a batch dimension torch reads it as one sample "
@@ -254,12 +212,12 @@ class ConvInChannels(Pattern):
                 at=frame,
             )
         if len(shape) != rank:
-            return self.decline(f"{layer} received {shape_text(shape)}", diagnosis=_remedy(expected, got), at=frame)
+            return self.decline(f"{layer} received {shape_text(shape)}", diagnosis=remedy_text(expected, got), at=frame)
         channels = shape[1]
-        data = _data_frame(evidence, failure, shape)
+        data = data_tensor_frame(evidence, failure, shape)
         if shape[-1] == in_channels and channels != in_channels:
             return self._channels_last(layer, shape, in_channels, rank, data, frame, sources)
-        earlier = _channels_before(evidence, site, kind, in_channels) if site is not None else None
+        earlier = channels_before(evidence, site, kind, in_channels) if site is not None else None
         if data is not None and earlier:
             # the layer already took batches of its own channel count: the channels changed
             # within the data (a grayscale image among RGB ones), the layer is not the odd one
@@ -267,26 +225,26 @@ class ConvInChannels(Pattern):
                 f"{layer} receives {shape_text(shape)} from the data, but it had already taken {earlier} "
                 f"(traced): the data's channel count changed from batch to batch",
                 diagnosis=f"Some samples of the data have {channels} channels and the others {in_channels}: "
-                          f"{_conversion(in_channels, channels)}, where the dataset loads each sample.",
+                          f"{conversion_text(in_channels, channels)}, where the dataset loads each sample.",
                 at=data[1],
             )
         if site is None or not site.user or not Path(site.file).is_absolute():
-            return self.decline(f"{layer} was built outside the project's own code", diagnosis=_remedy(in_channels, channels), at=frame)
+            return self.decline(f"{layer} was built outside the project's own code", diagnosis=remedy_text(in_channels, channels), at=frame)
         src = source(sources, site.file)
         if src is None:
-            return self.decline(f"cannot read {place(site)}", diagnosis=_remedy(in_channels, channels), at=frame)
-        call = _conv_call(src, site.line, in_channels, kind)
+            return self.decline(f"cannot read {place(site)}", diagnosis=remedy_text(in_channels, channels), at=frame)
+        call = conv_call(src, site.line, in_channels, kind)
         if call is None:
             return self.decline(
                 f"{layer} is not built by one nn.{kind} call at {place(site)} (a library or pretrained model)",
-                diagnosis=_convert(in_channels, channels), at=frame,
+                diagnosis=convert_text(in_channels, channels), at=frame,
             )
-        pretrained = _loaded_weights(evidence, failure, site, in_channels, sources)
+        pretrained = loaded_weights(evidence, failure, site, in_channels, sources)
         if pretrained is not None and data is not None:
             return self.decline(
                 f"{layer} takes {in_channels} channels and the data has {channels}, but the model's weights are "
                 f"loaded ({pretrained}): resizing the layer would break them",
-                diagnosis=_convert(in_channels, channels), at=data[1],
+                diagnosis=convert_text(in_channels, channels), at=data[1],
             )
         if src.around(site.line, cst.For, cst.While, cst.ListComp, cst.GeneratorExp, cst.DictComp):
             return self.decline(
@@ -295,7 +253,7 @@ class ConvInChannels(Pattern):
             )
         target = argument(call, 0, "in_channels")
         if target is None or has_star_args(call):
-            return self.decline("the in_channels argument is not written out in the call", diagnosis=_remedy(in_channels, channels), at=site)
+            return self.decline("the in_channels argument is not written out in the call", diagnosis=remedy_text(in_channels, channels), at=site)
         if not isinstance(target.value, cst.Integer):
             return self._written_in_channels(
                 module, layer, site, src, call, target.value, channels, shape, data, evidence, failure, sources,
@@ -339,7 +297,7 @@ class ConvInChannels(Pattern):
         the constructor chain the run traced."""
         code = src.code(value)
         diagnosis = f"{layer} receives {channels} channels: make `{code}` evaluate to {channels}"
-        traced = _layer_record(evidence, site, str(module.type), module.in_channels)
+        traced = layer_record(evidence, site, str(module.type), module.in_channels)
         written = written_at(sources, str(src.path), value, traced.chain if traced else ())
         if written is None:
             return self.decline(f"in_channels is `{code}`, and no one place in the source writes its value",
@@ -396,7 +354,7 @@ class ConvInChannels(Pattern):
         self, layer: str, site: Frame, src: Source, call: cst.Call, module: FailingModule, channels: int,
         shape: Sequence[int], data: tuple[str, Frame] | None, evidence: Evidence | None, failure: Failure,
         sources: Sources,
-    ) -> _Direction | Decline:
+    ) -> Direction | Decline:
         """Whether the traced facts say the layer, not the data, is the one to change.
 
         Data with fewer channels than the layer (grayscale into an RGB layer) has no channels
@@ -410,7 +368,7 @@ class ConvInChannels(Pattern):
         in_channels = module.in_channels
         assert isinstance(in_channels, int)  # checked by locate
         if data is None or channels <= in_channels:
-            return _Direction(self.APPLICABILITY)
+            return Direction(self.APPLICABILITY)
         values = (
             f"{layer} takes {in_channels} input channel{'s' if in_channels != 1 else ''} and the data has {channels} "
             f"({data[0]} {shape_text(shape)} in {place(data[1])})"
@@ -423,7 +381,7 @@ class ConvInChannels(Pattern):
                           "grayscale data, or over all channels together.",
                 at=site,
             )
-        kernel = _weight_set_by_hand(src, call)
+        kernel = weight_set_by_hand(src, call)
         if kernel is not None:
             return self.decline(
                 f"{values}; its weight is set by hand ({kernel}): a kernel of {in_channels} channel"
@@ -431,19 +389,19 @@ class ConvInChannels(Pattern):
                 diagnosis=f"{values}; the kernel set at {kernel} is written for {in_channels}.", at=site,
             )
         files = {*getattr(evidence, "imported_files", ()), *(f.file for f in failure.frames if f.user)}
-        said = _one_channel_data(sources, sorted(files)) if in_channels == 1 else None
+        said = one_channel_data(sources, sorted(files)) if in_channels == 1 else None
         if said is not None:
             return self.decline(
                 f"{values}; the project's code says the images have 1 channel ({said}), but these batches did not "
                 "go through it: which of the two is wrong is not proven by the run",
                 diagnosis=f"{values}; {said} makes or expects 1-channel images.", at=data[1],
             )
-        return _Direction(
+        return Direction(
             Applicability.UNSAFE,
             notes=(
                 f"Unsafe: the data has more channels ({channels}) than the layer was written for ({in_channels}) and "
                 f"nothing in the project's code makes it {in_channels}-channel; if the data was meant to have "
-                f"{in_channels}, {_conversion(in_channels, channels)} where it is loaded and keep the layer.",
+                f"{in_channels}, {conversion_text(in_channels, channels)} where it is loaded and keep the layer.",
             ),
             evidence=f"; nothing in the project's code converts the data to {in_channels} channel"
                      f"{'s' if in_channels != 1 else ''} or normalises {in_channels}",
@@ -452,7 +410,7 @@ class ConvInChannels(Pattern):
     def _pass_at_construction(
         self, module: FailingModule, layer: str, site: Frame, src: Source, value: cst.BaseExpression,
         written: Written, channels: int, shape: Sequence[int], data: tuple[str, Frame] | None,
-        direction: _Direction, evidence: Evidence | None, failure: Failure, sources: Sources,
+        direction: Direction, evidence: Evidence | None, failure: Failure, sources: Sources,
     ) -> Site | Decline:
         """``in_channels`` is a parameter's default (``def __init__(self, channels=3)``) that the
         one construction the run saw leaves out (``net = SmallCNN()``): ``channels=1`` is passed
@@ -461,7 +419,7 @@ class ConvInChannels(Pattern):
         anything else in the class (it must then keep its value for that)."""
         code = src.code(value)
         remedy = f"{layer} receives {channels} channels: pass {code}={channels} where the model is built"
-        found = _defaulted_parameter(sources, written)
+        found = defaulted_parameter(sources, written)
         if found is None:
             return self.decline(
                 f"in_channels is `{code}`, the default {written.code} (at {written.place}) of a parameter that is "
@@ -470,26 +428,26 @@ class ConvInChannels(Pattern):
         owner, cls, init, param = found
         remedy = f"{layer} receives {channels} channels: pass {param}={channels} where {cls.name.value} is built"
         default = f"in_channels is `{code}`, the default {param}={written.code} of {cls.name.value} (at {written.place})"
-        traced = _layer_record(evidence, site, str(module.type), module.in_channels)
+        traced = layer_record(evidence, site, str(module.type), module.in_channels)
         chain = traced.chain if traced is not None else ()
         reads = [r for r in name_reads(init.body, param) if r is not value]
         # the one read that passes it on toward the conv (a traced call-site argument) is its use
-        passed = [r for r in reads if any(_reads_at(owner, r, step.where) for step in chain)]
+        passed = [r for r in reads if any(reads_at(owner, r, step.where) for step in chain)]
         other = [r for r in reads if r not in passed[:1]]
         if other:
             first = other[0]
-            also = f"{owner.code(_statement_text_node(owner, first))} at {report_path(owner.path)}:{owner.line(first)}"
+            also = f"{owner.code(statement_text_node(owner, first))} at {report_path(owner.path)}:{owner.line(first)}"
             return self.decline(
                 f"{default}, which also sizes {also}: the default may have to keep its value there",
                 diagnosis=(f"{layer} receives {channels} channels; its in_channels is the default {param}={written.code} "
                            f"of {cls.name.value} at {written.place}, which also sizes {also}."),
                 at=site,
             )
-        built = _constructions(evidence, site, str(module.type), module.in_channels)
+        built = constructions(evidence, site, str(module.type), module.in_channels)
         if built != 1:
             return self.decline(f"{default}; the run built the layer {built} times: one default serves several models",
                                 diagnosis=remedy, at=site)
-        sites = _instance_sites(evidence, failure, cls.name.value)
+        sites = instance_sites(evidence, failure, cls.name.value)
         if len(sites) != 1:
             return self.decline(
                 f"{default}; the run saw {len(sites) or 'no'} construction site{'s' if len(sites) != 1 else ''} of "
@@ -501,7 +459,7 @@ class ConvInChannels(Pattern):
         if caller is None or caller.path.resolve() not in executed:
             return self.decline(f"{default}; {cls.name.value} is built at {place(where)}, a file the run did not execute",
                                 diagnosis=remedy, at=site)
-        construction = _construction_call(caller, where.line, cls.name.value)
+        construction = construction_call(caller, where.line, cls.name.value)
         if construction is None:
             return self.decline(f"{default}; no one call of {cls.name.value} at {place(where)} builds it",
                                 diagnosis=remedy, at=where)
@@ -576,302 +534,3 @@ class ConvInChannels(Pattern):
             notes=(f"{name} is channels first from here on: code after the model call that reads it as "
                    "channels last (plotting, saving images) must permute it back.",),
         )
-
-
-def _remedy(expected: int, got: int) -> str:
-    return (f"The convolution takes {expected} input channels and received {got}: set its in_channels to "
-            f"{got} where it is built, or convert the input to {expected} channels.")
-
-
-def _convert(in_channels: int, channels: int) -> str:
-    return f"The layer's weights fix its {in_channels} input channels, so convert the data instead: {_conversion(in_channels, channels)}."
-
-
-def _conversion(in_channels: int, channels: int) -> str:
-    """How to give a layer of ``in_channels`` the data it receives with ``channels``."""
-    if in_channels == 3 and channels == 1:
-        how = ("repeat the grayscale channel: x.repeat(1, 3, 1, 1), or transforms.Grayscale(num_output_channels=3) "
-               "in the dataset, or images opened with .convert('RGB')")
-    elif in_channels == 1 and channels == 3:
-        how = "convert the images to grayscale (transforms.Grayscale() or .convert('L'))"
-    elif in_channels == 3 and channels == 4:
-        how = "drop the alpha channel (.convert('RGB') when opening the images, or x[:, :3])"
-    else:
-        how = f"give it {in_channels}-channel inputs"
-    return how
-
-
-def _conv_call(src: Source, line: int, in_channels: int, kind: str) -> cst.Call | None:
-    """The one nn.ConvNd call on the construction line with the recorded in_channels."""
-    imports = ImportTable(src.module)
-    found = []
-    for located in calls_on_line(src.wrapper, line):
-        call = located.node
-        if not isinstance(call, cst.Call) or not is_torch_name(imports.qualify(call.func), f"torch.nn.{kind}"):
-            continue
-        arg = argument(call, 0, "in_channels")
-        if arg is not None and isinstance(arg.value, cst.Integer) and int(arg.value.value) != in_channels:
-            continue
-        found.append(call)
-    return found[0] if len(found) == 1 else None
-
-
-def _history(evidence: Evidence | None) -> Mapping[str, Any] | None:
-    """The conv-history probe's record (None: the probe did not run)."""
-    if evidence is None or probe.NAME not in evidence.probes:
-        return None
-    record = evidence.probe_records.get(probe.EVIDENCE_KEY)
-    return record if isinstance(record, Mapping) else None
-
-
-def _channels_before(evidence: Evidence | None, site: Frame, kind: str, in_channels: int) -> str | None:
-    """The batches of its own ``in_channels`` that the failing conv completed before ("3
-    batches of 3 channels"), None when it failed on its first (or the probe did not run)."""
-    history = _history(evidence)
-    convs = history.get("forwards") if history is not None else None
-    for conv in convs if isinstance(convs, list) else ():
-        if not isinstance(conv, Mapping) or conv.get("type") != kind or conv.get("in_channels") != in_channels:
-            continue
-        where = resolve_site(evidence, conv.get("site"))
-        count = conv.get("forwards")
-        channels = conv.get("channels")
-        if where is not None and _same_line(where, site) and isinstance(count, int) and count > 0 \
-                and isinstance(channels, list) and in_channels in channels:
-            return f"{count} batch{'es' if count > 1 else ''} of {in_channels} channels"
-    return None
-
-
-def _data_frame(evidence: Evidence | None, failure: Failure, shape: Sequence[int]) -> tuple[str, Frame] | None:
-    """The tensor of the user's frames outside a ``forward`` that has the conv's input shape:
-    the batch as the data gave it."""
-    if evidence is None or failure is None:
-        return None
-    for frame in reversed(failure.frames):
-        if not frame.user or frame.function == "forward":
-            continue
-        for name, value in local_tensors(evidence, frame).items():
-            if shape_of(value) == list(shape):
-                return name, frame
-    return None
-
-
-def _layer_record(evidence: Evidence | None, site: Frame, kind: str, in_channels: int | None) -> LayerSite | None:
-    """The run's construction record of the failing conv (its size expressions' traced values
-    and constructor chain): the one built at its site with its sizes."""
-    if evidence is None:
-        return None
-    found = [
-        layer for layer in evidence.layer_sites
-        if layer.type == kind and layer.site is not None and _same_line(layer.site, site)
-        and layer.args.get("in_channels") == in_channels
-    ]
-    # built more than once through different calls: no one chain
-    return found[0] if found and all(layer.chain == found[0].chain for layer in found) else None
-
-
-def _same_line(a: Frame, b: Frame) -> bool:
-    return a.line == b.line and (a.file == b.file or Path(a.file).resolve() == Path(b.file).resolve())
-
-
-def _loaded_weights(
-    evidence: Evidence | None, failure: Failure, site: Frame, in_channels: int, sources: Sources
-) -> str | None:
-    """The traced ``load_state_dict`` that filled the failing conv's weight (the probe), if one
-    did: a load the run never executed, or one that left the conv out, does not count.
-
-    A load into another instance of the failing model's class (a teacher of the same class) is
-    told apart by where the loaded model was built; a load into a submodule counts.
-    Without the probe's record (evidence from elsewhere) the source is read instead.
-    """
-    history = _history(evidence)
-    records = history.get("loads") if history is not None else None
-    if evidence is None or not isinstance(records, list):
-        return _pretrained_in_source(sources, failure, site)
-    failing_models = [
-        (model.type, model_site) for frame in failure.frames if frame.user and frame.function == "forward"
-        if (model := evidence.scope(frame).locals.get("self")) is not None and model.is_module
-        if (model_site := resolve_site(evidence, model.site)) is not None
-    ]
-    for record in records:
-        if not isinstance(record, Mapping) or not isinstance(record.get("convs"), list):
-            continue
-        model_site = resolve_site(evidence, record.get("model_site"))
-        same_class = [where for kind, where in failing_models if kind == record.get("model")]
-        if model_site is not None and same_class and not any(_same_line(model_site, m) for m in same_class):
-            continue  # weights loaded into another instance of the failing model's class (a teacher)
-        for conv in record["convs"]:
-            conv_site = resolve_site(evidence, conv.get("site")) if isinstance(conv, Mapping) else None
-            if conv_site is None or not _same_line(conv_site, site) or conv.get("in_channels") != in_channels:
-                continue
-            loaded_at = resolve_site(evidence, record.get("site"))
-            where = f" at {place(loaded_at)}" if loaded_at else ""
-            return f"{record.get('model')}.load_state_dict{where} filled {conv.get('name') or 'its'} weight (traced)"
-    return None
-
-
-def _pretrained_in_source(sources: Sources, failure: Failure, site: Frame) -> str | None:
-    """A call in the project's failing files that loads weights into a model, if any (read
-    from the source: for evidence without the conv-history probe's record)."""
-    files = {f.file for f in failure.frames if f.user} | {site.file}
-    for file in sorted(files):
-        src = source(sources, file)
-        if src is None:
-            continue
-        for node, span in src.positions.items():
-            if not isinstance(node, cst.Call):
-                continue
-            if called_name(node) in _PRETRAINED_CALLS or any(
-                a.keyword is not None and a.keyword.value in ("pretrained", "weights") and not (
-                    isinstance(a.value, cst.Name) and a.value.value in ("False", "None")
-                ) for a in node.args
-            ):
-                return f"{src.code(node)[:60]} at {place(Frame(file=str(src.path), line=span.line))}"
-    return None
-
-
-@dataclass(frozen=True)
-class _Direction:
-    """What the traced facts make of a fix that changes the layer: how safe it is, and why."""
-
-    applicability: Applicability
-    notes: tuple[str, ...] = ()
-    evidence: str = ""  # appended to the fix's evidence text
-
-
-# Calls that make images one-channel (``num_output_channels=3`` keeps three).
-_GRAYSCALE_CALLS = ("Grayscale", "rgb_to_grayscale", "to_grayscale")
-
-
-def _one_channel_data(sources: Sources, files: Sequence[str]) -> str | None:
-    """Where the project's files make or expect one-channel images, if anywhere: a grayscale
-    conversion (``transforms.Grayscale()``, ``.convert("L")``, ``cv2.COLOR_BGR2GRAY``,
-    ``cv2.IMREAD_GRAYSCALE``) or a normalisation of one mean (``Normalize((0.5,), (0.5,))``)."""
-    for file in files:
-        src = source(sources, file)
-        if src is None:
-            continue
-        for node, span in sorted(src.positions.items(), key=lambda item: (item[1].line, item[1].col)):
-            if not isinstance(node, cst.Call):
-                continue
-            name = called_name(node)
-            first = node.args[0].value if node.args else None
-            keeps_three = any(
-                a.keyword is not None and a.keyword.value == "num_output_channels" and integer_value(a.value) == 3
-                for a in node.args
-            ) or (len(node.args) == 1 and node.args[0].keyword is None and first is not None and integer_value(first) == 3)
-            texts = [dotted_name(a.value) or "" for a in node.args]
-            if (
-                (name in _GRAYSCALE_CALLS and not keeps_three)
-                or (name == "convert" and isinstance(first, cst.SimpleString) and first.evaluated_value == "L")
-                or (name == "cvtColor" and any(t.endswith("2GRAY") for t in texts))
-                or (name == "imread" and any(t.endswith("IMREAD_GRAYSCALE") for t in texts))
-                or (name == "Normalize" and isinstance(first, cst.Tuple | cst.List) and len(first.elements) == 1)
-            ):
-                return f"{src.code(node)[:60]} at {place(Frame(file=str(src.path), line=span.line))}"
-    return None
-
-
-def _weight_set_by_hand(src: Source, call: cst.Call) -> str | None:
-    """Where the conv built by ``call`` (``self.edge = nn.Conv2d(...)``) gets a weight written by
-    hand (``self.edge.weight = nn.Parameter(kernel)``, ``.weight.data = ...``,
-    ``.weight.data.copy_(kernel)``), if anywhere in its file."""
-    owner = next(
-        (n for n in src.positions if isinstance(n, cst.Assign) and n.value is call and len(n.targets) == 1), None
-    )
-    target = dotted_name(owner.targets[0].target) if isinstance(owner, cst.Assign) else None
-    if target is None:
-        return None
-    weight = f"{target}.weight"
-    for node, span in src.positions.items():
-        written = False
-        if isinstance(node, cst.Assign):
-            written = any((dotted_name(t.target) or "") in (weight, f"{weight}.data") for t in node.targets)
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "copy_":
-            written = (dotted_name(node.func.value) or "") in (weight, f"{weight}.data")
-        if written:
-            return f"{src.code(node)[:60]} at {place(Frame(file=str(src.path), line=span.line))}"
-    return None
-
-
-def _defaulted_parameter(
-    sources: Sources, written: Written
-) -> tuple[Source, cst.ClassDef, cst.FunctionDef, str] | None:
-    """The class, its ``__init__`` and the keyword parameter whose default ``written`` is."""
-    owner = source(sources, written.file)
-    if owner is None:
-        return None
-    for function in owner.around(written.span.line, cst.FunctionDef):
-        assert isinstance(function, cst.FunctionDef)
-        params = function.params
-        param = next((p for p in (*params.params, *params.kwonly_params) if p.default is written.node), None)
-        if param is None:
-            continue
-        classes = owner.around(owner.line(function), cst.ClassDef)
-        cls = classes[0] if classes else None
-        if function.name.value != "__init__" or not isinstance(cls, cst.ClassDef) or not isinstance(cls.body, cst.IndentedBlock) \
-                or function not in cls.body.body:
-            return None
-        return owner, cls, function, param.name.value
-    return None
-
-
-def _reads_at(owner: Source, read: cst.Name, where: Frame) -> bool:
-    """Whether a read of the parameter is (inside) the traced call-site argument ``where``."""
-    span = owner.positions.get(read)
-    return span is not None and where.line <= span.line <= (where.end_line or where.line) and (
-        owner.path == Path(where.file) or owner.path.resolve() == Path(where.file).resolve()
-    )
-
-
-def _statement_text_node(owner: Source, node: cst.CSTNode) -> cst.CSTNode:
-    """The one-line statement around a node (what a decline quotes)."""
-    found = [
-        n for n, span in owner.positions.items()
-        if isinstance(n, cst.SimpleStatementLine) and span.contains_line(owner.line(node))
-    ]
-    if not found:
-        return node
-    line = min(found, key=lambda n: owner.positions[n].end_line - owner.positions[n].line)
-    assert isinstance(line, cst.SimpleStatementLine)
-    return line.body[0] if len(line.body) == 1 else line  # without the comments above it
-
-
-def _constructions(evidence: Evidence | None, site: Frame, kind: str, in_channels: int | None) -> int:
-    """How many times the run built the conv at ``site`` with its sizes."""
-    if evidence is None:
-        return 0
-    return sum(
-        1 for layer in evidence.layer_sites
-        if layer.type == kind and layer.site is not None and _same_line(layer.site, site)
-        and layer.args.get("in_channels") == in_channels
-    )
-
-
-def _instance_sites(evidence: Evidence | None, failure: Failure, class_name: str) -> list[Frame]:
-    """The construction sites of the traced modules of ``class_name`` in the failure's frames
-    (the model whose forward ran, and the variables holding one)."""
-    found: list[Frame] = []
-    if evidence is None:
-        return found
-    for frame in failure.frames:
-        if not frame.user:
-            continue
-        for value in evidence.scope(frame).locals.values():
-            if value is None or not value.is_module or value.type != class_name:
-                continue
-            where = resolve_site(evidence, value.site)
-            if where is not None and not any(_same_line(where, seen) for seen in found):
-                found.append(where)
-    return found
-
-
-def _construction_call(src: Source, line: int, class_name: str) -> cst.Call | None:
-    """The one call on ``line`` that calls the class (``SmallCNN()``, ``models.SmallCNN()``, an alias of it)."""
-    calls = [
-        located.node for located in calls_on_line(src.wrapper, line)
-        if isinstance(located.node, cst.Call) and (
-            called_name(located.node) == class_name
-            or (src.imports.qualify(located.node.func) or "").rpartition(".")[2] == class_name
-        )
-    ]
-    return calls[0] if len(calls) == 1 else None

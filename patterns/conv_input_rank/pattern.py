@@ -21,12 +21,12 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import method_call
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence, FailingModule
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import ITEM, Context, KeyPath, Made, Result, TracedFrame, ValueWalk
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Frame, Site
+from repairbot.types import Applicability, Decline, Failure, Frame
 
 _DIMS = r"\[(?P<shape>[\d,\s]*)\]"
 _RESHAPES = ("view", "reshape", "flatten")

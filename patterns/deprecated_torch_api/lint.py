@@ -16,8 +16,8 @@ from repairbot.analysis import (
     whole_reference,
 )
 from repairbot.codemod import append_keyword
+from repairbot.cst_walk import children
 from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
-from repairbot.lint.walk import children
 from repairbot.types import Applicability
 
 

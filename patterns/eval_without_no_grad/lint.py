@@ -18,8 +18,8 @@ from repairbot.analysis import (
     receiver,
     with_grad_mode,
 )
+from repairbot.cst_walk import children
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
-from repairbot.lint.walk import children
 
 _WORDS = r"eval|evaluate|evaluation|validate|validation|valid|val|test|testing|inference|predict"
 _PARTS = r"epoch|one_epoch|loop|step|model|fn|func|loader|batch|batches|all|set|data|dataset|once"

@@ -18,7 +18,7 @@ from repairbot.analysis import (
     string_value,
     torch_reference,
 )
-from repairbot.lint.frameworks import ON_DEVICE_HOOKS, module_self
+from repairbot.frameworks import ON_DEVICE_HOOKS, module_self
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
 from repairbot.types import Applicability
 

@@ -21,12 +21,12 @@ from repairbot.analysis import (
     place,
 )
 from repairbot.codemod import append_keyword, string_literal
-from repairbot.edits import Edit, Rewrite, SiteNodes
+from repairbot.edits import Edit, Rewrite, Site, SiteNodes
 from repairbot.evidence import DescribedValue, Environment, Evidence, Scope
 from repairbot.pattern import Pattern, signature
 from repairbot.sources import Sources
 from repairbot.torch_semantics import CHECKPOINT_LOADERS
-from repairbot.types import Applicability, Decline, Failure, Frame, Site
+from repairbot.types import Applicability, Decline, Failure, Frame
 
 # The frame of torch that rebuilds a storage pickled with plain pickle (tensor.__reduce__).
 _PICKLED_STORAGE = ("torch/storage.py", "_load_from_bytes")

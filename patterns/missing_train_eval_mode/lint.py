@@ -16,8 +16,8 @@ from repairbot.analysis import (
     last_name,
     receiver,
 )
+from repairbot.cst_walk import descendants
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
-from repairbot.lint.walk import descendants
 
 
 @dataclass

@@ -23,12 +23,12 @@ from repairbot.analysis import (
     tensor_text,
 )
 from repairbot.codemod import method_call
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import project_sources
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Frame, Span
 
 # Methods between a tensor and ``.numpy()`` that already do part of the job.
 _DETACHING = ("detach",)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from repairbot.analysis import dotted_name, enclosing_scope, is_method_call, receiver
+from repairbot.cst_walk import descendants
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
-from repairbot.lint.walk import descendants
 
 _MOVES = ("to", "cuda", "xpu", "mps", "to_empty")
 

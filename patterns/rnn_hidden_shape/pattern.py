@@ -29,12 +29,12 @@ from repairbot.analysis import (
     source,
     walk,
 )
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import DescribedValue, Evidence, FailingModule
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import parameter_names
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Frame, Site
+from repairbot.types import Applicability, Decline, Failure, Frame
 
 _SIZE = r"[\(\[](?P<{}>[\d,\s]*)[\)\]]"
 _INIT_NAMES = re.compile(r"^(?:init_?hidden\w*|initHidden\w*|init_state\w*|begin_state)$")

@@ -16,8 +16,8 @@ from repairbot.analysis import (
     within,
 )
 from repairbot.codemod import remove_arg
+from repairbot.cst_walk import children, descendants
 from repairbot.lint.rule import FileContext, Invalid, LintRule, Severity, Valid
-from repairbot.lint.walk import children, descendants
 from repairbot.types import Applicability
 
 _SOFTMAX_FUNCTIONS = ("torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax")

@@ -10,11 +10,11 @@ import libcst as cst
 
 from repairbot.analysis import Source, argument, source
 from repairbot.codemod import string_literal
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.sources import Sources
-from repairbot.types import Applicability, Decline, Failure, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Span
 
 # The prefixes wrappers put before every key: DataParallel / DistributedDataParallel, torch.compile's
 # OptimizedModule, a Lightning module holding the network as self.model; and their nestings.

@@ -23,7 +23,7 @@ from repairbot.analysis import (
     walk,
 )
 from repairbot.codemod import method_call
-from repairbot.edits import Edit, EditError, Rewrite, SiteNodes
+from repairbot.edits import Edit, EditError, Rewrite, Site, SiteNodes
 from repairbot.evidence import Evidence, Scope
 from repairbot.pattern import Pattern, phrase, signature
 from repairbot.provenance import (
@@ -40,7 +40,7 @@ from repairbot.provenance import (
 )
 from repairbot.sources import Sources
 from repairbot.torch_semantics import is_inplace_method
-from repairbot.types import Applicability, Decline, Failure, Frame, Site, Span
+from repairbot.types import Applicability, Decline, Failure, Frame, Span
 
 # Tensor methods whose result may share memory with the tensor they are called on (a write
 # through the result can reach it); any other method's result is taken as a fresh tensor.

@@ -14,7 +14,7 @@ import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import libcst as cst
@@ -22,9 +22,11 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from repairbot.analysis import ImportTable
+from repairbot.cst_walk import Handler, descendants, imports, walk
 from repairbot.edits import Replacement, apply_edits, edits_of
 from repairbot.lint.rule import FileContext, LintRule, Report, Severity, handlers, statement_path
-from repairbot.lint.walk import Handler, descendants, imports, walk
+from repairbot.notebook import Notebook, NotebookError
+from repairbot.notebook import load as load_notebook
 from repairbot.sources import line_endings
 from repairbot.types import Applicability
 
@@ -456,9 +458,7 @@ def lint_file(
     path: Path, display: str, rules: Sequence[type[LintRule]], fix: FixLevel = FixLevel.NONE, edits: bool = False,
 ) -> FileResult:
     if path.suffix == ".ipynb":
-        from repairbot.notebook import lint_notebook
-
-        return lint_notebook(path, display, rules, fix, edits, package_of(path.absolute().parent))  # type: ignore[no-any-return]
+        return lint_notebook(path, display, rules, fix, edits, package_of(path.absolute().parent))
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -471,6 +471,81 @@ def lint_file(
         )
     return lint_bytes(data, path, display, rules, fix, edits, package_of(path.absolute().parent))
 
+
+def lint_notebook(
+    path: Path, display: str, rules: Sequence[type[LintRule]], fix: FixLevel, edits: bool, package: str | None = None,
+) -> FileResult:
+    """``repairbot lint`` of one notebook: its program linted (and fixed) as a file, findings
+    placed by cell (``Finding.cell``, lines within the cell), a fix written back into the
+    edited cells only. A notebook of another kernel language is skipped with a note; one that
+    cannot be read is a parse-error finding, as a ``.py`` file with a syntax error is."""
+    try:
+        return _lint_notebook(path, display, rules, fix, edits, package)
+    except NotebookError:
+        raise
+    except Exception as error:  # a bug of ours must not end the run over the other files
+        return FileResult(display, 0, parsed=True, error=f"{type(error).__name__}: {error}")
+
+
+def _lint_notebook(
+    path: Path, display: str, rules: Sequence[type[LintRule]], fix: FixLevel, edits: bool, package: str | None,
+) -> FileResult:
+    try:
+        notebook = load_notebook(path, display)
+    except NotebookError as error:
+        message = str(error).removeprefix(f"{display}: ")
+        if "kernel is" in message or "no code cells" in message:
+            return FileResult(display, 0, parsed=False, notes=(f"skipped: {message}",) if "kernel" in message else ())
+        return FileResult(
+            display, 0, parsed=True,
+            findings=(Finding(
+                display, 1, 1, 1, 1, PARSE_ERROR, f"cannot read the notebook: {message}", Applicability.NONE,
+                severity=Severity.ERROR,
+            ),),
+        )
+    result = lint_bytes(notebook.program_bytes, path, display, rules, fix, edits, package)
+    findings = place_findings(notebook, result.findings)
+    new_data, notes = None, list(result.notes)
+    if result.new_data is not None:
+        try:
+            new_data = notebook.write_back(result.new_data)
+        except NotebookError as error:
+            notes.append(f"not fixed: {str(error).removeprefix(display + ': ')}")
+    return replace(result, findings=findings, new_data=new_data, notes=tuple(notes), fixed=result.fixed if new_data else 0)
+
+
+
+def place_findings(notebook: Notebook, findings: Sequence[Finding]) -> tuple[Finding, ...]:
+    """The lint findings of a notebook's program placed in its code cells (``Finding.cell``,
+    lines and edits within the cell); a finding on a prelude line is dropped."""
+
+    def place(finding: Finding) -> Finding | None:
+        start, end = notebook.locate(finding.line), notebook.locate(finding.end_line)
+        if start is None:
+            if finding.rule == PARSE_ERROR:
+                return replace(finding, message=f"{finding.message} (in the repairbot prelude line)")
+            return None
+        if finding.rule == PARSE_ERROR:
+            # a cell that is not Python (an IPython construct repairbot does not map)
+            return replace(
+                finding, cell=start.cell, line=start.line, end_line=start.line,
+                message=finding.message + notebook.syntax_hint(start),
+            )
+        edit = finding.edit
+        if edit is not None:
+            edit_start, edit_end = notebook.locate(edit.line), notebook.locate(edit.end_line)
+            if edit_start is None or edit_end is None or edit_start.cell != edit_end.cell:
+                edit = None
+            else:
+                edit = replace(edit, line=edit_start.line, end_line=edit_end.line)
+        return replace(
+            finding, cell=start.cell, line=start.line,
+            end_line=end.line if end is not None and end.cell == start.cell else start.line,
+            edit=edit, source_line=notebook.file_line(start),
+        )
+
+
+    return tuple(f for f in map(place, findings) if f is not None)
 
 def lint_many(
     items: Iterable[tuple[Path, str]], rules: Sequence[type[LintRule]], fix: FixLevel, edits: bool,

@@ -39,9 +39,9 @@ from typing import ClassVar
 import libcst as cst
 
 from repairbot.analysis import ImportTable, dotted_name, is_torch_name
+from repairbot.cst_walk import descendants
 from repairbot.edits import Replacement
-from repairbot.lint.frameworks import lightning_classes, lightning_hook
-from repairbot.lint.walk import descendants
+from repairbot.frameworks import lightning_classes, lightning_hook
 from repairbot.types import Applicability
 from repairbot.unit import DocFormat, Kind, Unit
 
@@ -168,7 +168,7 @@ class FileContext:
         return tuple(reversed(self.stack[:-1]))
 
     def lightning_classes(self) -> dict[str, cst.ClassDef]:
-        """The file's LightningModule classes by name (``lint.frameworks``, computed once)."""
+        """The file's LightningModule classes by name (``repairbot.frameworks``, computed once)."""
         if self._lightning is None:
             self._lightning = lightning_classes(self.module, self.imports)
         return self._lightning

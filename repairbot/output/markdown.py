@@ -25,14 +25,13 @@ from repairbot.output.diff import (
     split_lines,
 )
 from repairbot.output.report import SCHEMA, STOP_EXPLANATIONS, failing_frame, rank_note
+from repairbot.results import Attempt, RepairReport
 from repairbot.types import (
-    Attempt,
     Decline,
     Failure,
     ForwardStep,
     HealthFinding,
     Outcome,
-    RepairReport,
     Status,
     StopReason,
 )

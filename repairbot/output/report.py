@@ -10,14 +10,13 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from repairbot.results import Attempt, RepairReport
 from repairbot.types import (
-    Attempt,
     Failure,
     Frame,
     HarnessFault,
     HealthFinding,
     Outcome,
-    RepairReport,
     RunLimits,
     Status,
     StopReason,

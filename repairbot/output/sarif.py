@@ -22,7 +22,8 @@ from repairbot.health import checks_by_id, health_checks
 from repairbot.output.diff import Hunk, PatchError, parse_patch
 from repairbot.output.report import evidence_line, failing_frame, report_to_json
 from repairbot.pattern import Pattern
-from repairbot.types import Attempt, Failure, Frame, HealthFinding, RepairReport, Span, Status
+from repairbot.results import Attempt, RepairReport
+from repairbot.types import Failure, Frame, HealthFinding, Span, Status
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 UNCLASSIFIED = "unclassified"

@@ -30,12 +30,13 @@ from repairbot.lint.engine import (
     FixLevel,
     lint_bytes,
     package_of,
+    place_findings,
     uniform_line_endings,
 )
 from repairbot.lint.files import config_for
 from repairbot.lint.rule import LintRule
 from repairbot.lint.selection import Layer, unknown
-from repairbot.notebook import Notebook, from_cells, place_findings
+from repairbot.notebook import Notebook, from_cells
 from repairbot.output.git import fix_commits
 from repairbot.server.convert import FIX_ALL_KIND, diagnostic, lsp_lines, minimal_edit
 from repairbot.server.history import DEFAULT_REPORTS, PastFix, from_commit, line_of, read_reports

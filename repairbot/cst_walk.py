@@ -1,4 +1,5 @@
-"""One fast pre-order walk of a LibCST tree for every rule at once.
+"""One fast pre-order walk of a LibCST tree: the lint engine's walk for every rule at once,
+and the descent that ``repairbot.analysis`` and the rules use to read a subtree.
 
 LibCST's own visitor rebuilds every node it passes (``_visit_and_replace_children``), which
 costs more than parsing the file did. Rules only read the tree, so this walk follows each node

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from repairbot.analysis import ImportTable, bindings_of, dotted_name, is_false
-from repairbot.lint.walk import descendants
+from repairbot.cst_walk import descendants
 
 # the qualified names of Lightning's LightningModule, under each package that exports it
 LIGHTNING_MODULES = frozenset({
