@@ -29,10 +29,11 @@ CASES = pattern_cases()
 @pytest.fixture(scope="session", autouse=True)
 def regenerate(request: pytest.FixtureRequest) -> None:
     if request.config.getoption("--regen"):
-        from tests.record import record
+        from tests.record import record, shared_runner
 
-        for case in CASES:
-            record(case)
+        with shared_runner() as runner:
+            for case in CASES:
+                record(case, runner)
 
 
 def _pattern(case: PatternCase) -> Pattern:
