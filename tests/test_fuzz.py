@@ -379,15 +379,10 @@ comment_text = st.text(
     st.characters(codec="utf-8", exclude_characters="\r\n\x0c\x00"), max_size=24
 )
 
-
-@functools.cache
-def _grammar_modules() -> st.SearchStrategy[str]:
-    """hypothesmith's modules of Python's grammar; building its parser takes seconds of CPU, so it
-    is built once, and only when a property draws (not at collection, in every xdist worker)."""
-    return hypothesmith.from_grammar()
-
-
-python_modules = st.deferred(_grammar_modules)
+# Modules of Python's grammar (hypothesmith). Building its parser costs seconds of CPU: deferred,
+# it is built once (deferred keeps what it built), and only when a property draws, not at
+# collection in every xdist worker.
+python_modules = st.deferred(lambda: hypothesmith.from_grammar())
 generated_code = python_modules.filter(
     lambda code: "\r" not in code and "\x0c" not in code and "\\\n" not in code
 )
