@@ -201,12 +201,12 @@ def run_cli_in_process(
     os.chdir(cwd)
     api._runner = shared  # type: ignore[assignment]
     try:
-        result = CliRunner().invoke(cli.main, list(args), env=env, catch_exceptions=True)
+        result = CliRunner().invoke(cli.main, list(args), env=env, catch_exceptions=True, prog_name="python -m repairbot")
     finally:
         api._runner = make_runner  # type: ignore[assignment]
         os.chdir(previous)
     stderr = result.stderr
-    if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+    if result.exception is not None and not isinstance(result.exception, SystemExit) and result.exc_info is not None:
         stderr += "".join(traceback.format_exception(*result.exc_info))
     return subprocess.CompletedProcess([PYTHON, "-m", "repairbot", *args], result.exit_code, result.stdout, stderr)
 
