@@ -40,8 +40,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def shared_runner() -> Iterator[SharedWarmRunner]:
     """The warm runner that the commands of ``tests.support.run_cli_in_process`` share (one per
     xdist worker): torch is imported once, not by every ``repairbot fix``."""
-    runner = SharedWarmRunner(python=sys.executable, env=run_environment())
-    runner.start()
+    runner = SharedWarmRunner(python=sys.executable, env=run_environment())  # started by its first run
     try:
         yield runner
     finally:
