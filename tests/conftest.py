@@ -15,7 +15,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from repairbot.api import run_environment
 from tests.support import SharedWarmRunner, torch_available
 
 
@@ -40,6 +39,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def shared_runner() -> Iterator[SharedWarmRunner]:
     """The warm runner that the commands of ``tests.support.run_cli_in_process`` share (one per
     xdist worker): torch is imported once, not by every ``repairbot fix``."""
+    from repairbot.api import run_environment  # here: the xdist controller never needs repairbot
+
     runner = SharedWarmRunner(python=sys.executable, env=run_environment())  # started by its first run
     try:
         yield runner
