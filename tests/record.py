@@ -72,7 +72,7 @@ def _request(case: PatternCase, project: Path, probes: frozenset[str]) -> RunReq
 
 
 @contextlib.contextmanager
-def shared_runner() -> Iterator[WarmRunner]:
+def recording_runner() -> Iterator[WarmRunner]:
     """One runner for many recordings, as ``repairbot fix`` makes one for its runs: each run a
     fork of a server that imported torch once (a fresh process pays that import every run)."""
     with tempfile.TemporaryDirectory(prefix="repairbot-record-") as tmp:
@@ -138,7 +138,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m tests.record [CASE_OR_PATTERN_ID...]\n\n" + __doc__.strip())
         return 0
     wanted = set(argv)
-    with shared_runner() as runner:
+    with recording_runner() as runner:
         for case in pattern_cases():
             if wanted and case.id not in wanted and case.pattern_id not in wanted:
                 continue

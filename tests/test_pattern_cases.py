@@ -29,9 +29,9 @@ CASES = pattern_cases()
 @pytest.fixture(scope="session", autouse=True)
 def regenerate(request: pytest.FixtureRequest) -> None:
     if request.config.getoption("--regen"):
-        from tests.record import record, shared_runner
+        from tests.record import record, recording_runner
 
-        with shared_runner() as runner:
+        with recording_runner() as runner:
             for case in CASES:
                 record(case, runner)
 

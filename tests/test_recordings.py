@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from repairbot.trace.runner import WarmRunner
-from tests.record import recordable, recording, shared_runner
+from tests.record import recordable, recording, recording_runner
 from tests.support import PatternCase, pattern_cases, unmet_requirement
 
 CASES = pattern_cases()
@@ -130,7 +130,7 @@ def test_first_differences_shows_the_changed_lines() -> None:
 def runner() -> Iterator[WarmRunner]:
     """One warm runner per test process (xdist worker) for all its recordings, as ``--regen``
     and ``python -m tests.record`` record them."""
-    with shared_runner() as shared:
+    with recording_runner() as shared:
         yield shared
 
 
