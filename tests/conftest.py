@@ -10,9 +10,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.pop("NO_COLOR", None)
 
+import sys
+from collections.abc import Iterator
+
 import pytest
 
-from tests.support import torch_available
+from tests.support import SharedWarmRunner, torch_available
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,3 +33,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "torch" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def shared_runner() -> Iterator[SharedWarmRunner]:
+    """The warm runner that the commands of ``tests.support.run_cli_in_process`` share (one per
+    xdist worker): torch is imported once, not by every ``repairbot fix``."""
+    from repairbot.api import run_environment  # here: the xdist controller never needs repairbot
+
+    runner = SharedWarmRunner(python=sys.executable, env=run_environment())  # started by its first run
+    try:
+        yield runner
+    finally:
+        runner.shut()

@@ -7,17 +7,20 @@ are stored relative to the case's ``before/`` folder, and installed-library path
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import repairbot
 from repairbot import registry
-from repairbot.trace.runner import RunRequest, SubprocessRunner
+from repairbot.api import run_environment
+from repairbot.trace.runner import RunRequest, SubprocessRunner, WarmRunner
 from tests.support import (
     PatternCase,
     copy_project,
@@ -68,9 +71,22 @@ def _request(case: PatternCase, project: Path, probes: frozenset[str]) -> RunReq
     )
 
 
-def record(case: PatternCase) -> None:
+@contextlib.contextmanager
+def recording_runner() -> Iterator[WarmRunner]:
+    """One runner for many recordings, as ``repairbot fix`` makes one for its runs: each run a
+    fork of a server that imported torch once (a fresh process pays that import every run)."""
+    with tempfile.TemporaryDirectory(prefix="repairbot-record-") as tmp:
+        runner = WarmRunner(python=sys.executable, scratch_root=Path(tmp), keep_scratch=True, env=run_environment())
+        runner.start()
+        try:
+            yield runner
+        finally:
+            runner.close()
+
+
+def record(case: PatternCase, runner: SubprocessRunner | None = None) -> None:
     """Writes a case's ``traceback.txt`` and ``evidence.json`` (see ``recording``)."""
-    recorded = recording(case)
+    recorded = recording(case, runner)
     if recorded is None:
         return
     traceback_text, evidence_text = recorded
@@ -78,11 +94,15 @@ def record(case: PatternCase) -> None:
     (case.folder / "evidence.json").write_text(evidence_text, encoding="utf-8")
 
 
-def recording(case: PatternCase) -> tuple[str, str] | None:
+def recording(case: PatternCase, runner: SubprocessRunner | None = None) -> tuple[str, str] | None:
     """As the repair loop sees it: the traceback of the plain run (what is classified), and the
     evidence of the rerun with the pattern's costly probes when the failure needs them (what is
     located), else of the plain run; the texts of ``traceback.txt`` and ``evidence.json``, None
-    for a case this machine cannot record."""
+    for a case this machine cannot record.
+
+    ``runner``: one the caller shares between recordings (a ``WarmRunner``, as ``repairbot fix``
+    runs scripts: forked from a server that imported torch once), made with ``keep_scratch=True``
+    and a ``scratch_root`` of the caller's; by default each run is a fresh process."""
     if not recordable(case):
         return None
     patterns = registry.all_patterns()
@@ -94,14 +114,17 @@ def recording(case: PatternCase) -> tuple[str, str] | None:
             make_cuda_checkpoint(project, case.config["checkpoint"])
         if case.config.get("plain_checkpoint"):
             make_plain_checkpoint(project, case.config["plain_checkpoint"])
-        scratch = Path(tmp) / "scratch"
-        runner = SubprocessRunner(scratch_root=scratch, keep_scratch=True)
+        if runner is None:
+            runner = SubprocessRunner(scratch_root=Path(tmp) / "scratch", keep_scratch=True)
+        else:  # the runs' scratch paths (which evidence may name) as a fresh runner's: here, from run-1
+            runner.scratch_root, runner.runs = Path(tmp) / "scratch", 0
+        assert runner.keep_scratch, "the evidence is read from the run's scratch folder"
         plain = runner.run(_request(case, project, cheap))
         match = pattern.match(plain.failure) if plain.failure else None
         costly = pattern.rerun_probes(match) if match else frozenset()
         if costly:
             runner.run(_request(case, project, cheap | costly))
-        raw = json.loads((scratch / f"run-{runner.runs}" / "evidence.json").read_text(encoding="utf-8"))
+        raw = json.loads((runner.scratch_root / f"run-{runner.runs}" / "evidence.json").read_text(encoding="utf-8"))
         starts = [m.start() for m in _TRACEBACK_START.finditer(plain.stderr)]
         traceback_text = plain.stderr[starts[0]:] if starts else plain.stderr
         return (
@@ -115,11 +138,12 @@ def main(argv: list[str]) -> int:
         print("usage: python -m tests.record [CASE_OR_PATTERN_ID...]\n\n" + __doc__.strip())
         return 0
     wanted = set(argv)
-    for case in pattern_cases():
-        if wanted and case.id not in wanted and case.pattern_id not in wanted:
-            continue
-        print(f"recording {case.id}", file=sys.stderr)
-        record(case)
+    with recording_runner() as runner:
+        for case in pattern_cases():
+            if wanted and case.id not in wanted and case.pattern_id not in wanted:
+                continue
+            print(f"recording {case.id}", file=sys.stderr)
+            record(case, runner)
     return 0
 
 

@@ -12,11 +12,14 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import traceback
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from repairbot.trace.runner import SubprocessRunner, WarmRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 PATTERNS = ROOT / "patterns"
@@ -155,6 +158,57 @@ def run_cli(*args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | N
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+class SharedWarmRunner(WarmRunner):
+    """One warm server (torch imported once) for every ``fix``/``doctor`` that ``run_cli_in_process``
+    makes in a test process; a fresh ``repairbot fix`` starts one of its own and pays that import.
+
+    Each command closes its runner when it ends: here that keeps the server up for the next one
+    (``shut`` stops it). Every run is still a fork of the untouched server, as in one command.
+    """
+
+    def close(self) -> None:
+        pass
+
+    def shut(self) -> None:
+        super().close()
+
+
+def run_cli_in_process(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, runner: SharedWarmRunner | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The command line's own code (click's ``main``) in this process, from ``cwd``, with ``env``
+    added: the exit code, stdout and stderr ``run_cli`` would give, without a process start
+    (~1 CPU-s of imports) and, given ``runner``, without a warm server of its own (~2.5 CPU-s).
+
+    For tests of what a command does and reports; a test of the entry point itself (signals,
+    process trees, the interpreter's exit) uses ``run_cli``. An exception escaping the CLI (a
+    traceback of ours) is exit code 1 with its traceback at the end of stderr, as in a process.
+    """
+    from click.testing import CliRunner
+
+    from repairbot import api, cli
+
+    make_runner = api._runner
+
+    def shared(options: api.FixOptions) -> SubprocessRunner:
+        if runner is None or options.python != runner.python or options.keep_scratch:
+            return make_runner(options)
+        return runner
+
+    previous = Path.cwd()
+    os.chdir(cwd)
+    api._runner = shared  # type: ignore[assignment]
+    try:
+        result = CliRunner().invoke(cli.main, list(args), env=env, catch_exceptions=True, prog_name="python -m repairbot")
+    finally:
+        api._runner = make_runner  # type: ignore[assignment]
+        os.chdir(previous)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit) and result.exc_info is not None:
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return subprocess.CompletedProcess([PYTHON, "-m", "repairbot", *args], result.exit_code, result.stdout, stderr)
 
 
 def load_toml(path: Path) -> dict[str, Any]:

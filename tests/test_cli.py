@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from repairbot.cli import main
-from tests.support import ROOT, commit_all, init_repo, run_cli, snapshot
+from tests.support import ROOT, commit_all, init_repo, run_cli, run_cli_in_process, snapshot
 
 SPECIMEN = ROOT / "tests" / "data" / "tracebacks" / "linear-in-features" / "full-lost-first-char.txt"
 
@@ -54,6 +54,29 @@ def test_bad_input_is_one_line_and_exit_2(repo: Path, args: list[str], message: 
     assert len(lines) == 1 and lines[0].startswith("repairbot: error: ") and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr
     assert snapshot(repo) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["fix", "missing.py", "--json", "-"],  # a refusal: exit 2, the error report on stdout
+        ["lint", "broken.py", "train.py", "--format", "json"],  # a finding of a parse error: exit 2
+        ["fix", "train.py", "--frobnicate"],  # click's usage error
+        ["patterns"],
+    ],
+)
+def test_the_cli_in_process_gives_what_the_real_command_gives(repo: Path, args: list[str]) -> None:
+    """tests.support.run_cli_in_process stands for run_cli in many tests: the same exit code,
+    stdout and stderr (timings aside)."""
+    real = run_cli(*args, cwd=repo)
+    in_process = run_cli_in_process(*args, cwd=repo)
+
+    def timeless(text: str) -> str:
+        return re.sub(r"\d+\.\d+ s\b", "<s>", text)
+
+    assert (in_process.returncode, timeless(in_process.stdout), timeless(in_process.stderr)) == (
+        real.returncode, timeless(real.stdout), timeless(real.stderr)
+    )
 
 
 def test_unknown_option_is_a_usage_error(repo: Path) -> None:

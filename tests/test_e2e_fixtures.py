@@ -1,7 +1,10 @@
 """Every fixture, repaired for real: ``repairbot fix`` in a temporary git repository (needs torch).
 
 Checks the exit code, status, stop reason, applied patterns, changed files and line counts,
-that the user's checkout is exactly as it was, and that the fix branch really runs.
+that the user's checkout is exactly as it was, and that the fix branch really runs (a plain
+``python train.py``, in a process of its own). The CLI runs in the test's process, its runs forked
+from one warm server per worker (``run_cli_in_process``); the quick fixture and the tests below
+run it as a user does, ``python -m repairbot``.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ import pytest
 from tests.support import (
     PYTHON,
     Fixture,
+    SharedWarmRunner,
     fixtures,
     git,
     prepare_fixture,
     run_cli,
+    run_cli_in_process,
     snapshot,
     unmet_requirement,
 )
@@ -43,7 +48,7 @@ def prepare(fixture: Fixture, tmp_path: Path) -> Path:
     "fixture",
     [pytest.param(f, id=f.name, marks=[pytest.mark.quick] if f.name == QUICK_FIXTURE else []) for f in FIXTURES],
 )
-def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -> None:
+def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     config = fixture.config
     if reason := unmet_requirement(config.get("requires", ())):
         pytest.skip(reason)
@@ -58,7 +63,10 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -
     ]
     if config.get("args"):
         args += ["--", *config["args"]]
-    result = run_cli(*args, cwd=repo, env=config.get("env"))
+    if fixture.name == QUICK_FIXTURE:  # one through the real entry point, in a process of its own
+        result = run_cli(*args, cwd=repo, env=config.get("env"))
+    else:  # the CLI's code in this process, its runs forked from this worker's one warm server
+        result = run_cli_in_process(*args, cwd=repo, env=config.get("env"), runner=shared_runner)
     output = result.stdout + result.stderr
     assert result.returncode == config["exit_code"], output
     report = json.loads(report_path.read_text())

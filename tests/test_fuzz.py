@@ -379,7 +379,12 @@ identifier = st.from_regex(r"_fuzz[a-z0-9_]{0,6}", fullmatch=True)
 comment_text = st.text(
     st.characters(codec="utf-8", exclude_characters="\r\n\x0c\x00"), max_size=24
 )
-generated_code = hypothesmith.from_grammar().filter(
+
+# Modules of Python's grammar (hypothesmith). Building its parser costs seconds of CPU: deferred,
+# it is built once (deferred keeps what it built), and only when a property draws, not at
+# collection in every xdist worker.
+python_modules = st.deferred(lambda: hypothesmith.from_grammar())
+generated_code = python_modules.filter(
     lambda code: "\r" not in code and "\x0c" not in code and "\\\n" not in code
 )
 surrounding = st.one_of(
@@ -593,7 +598,7 @@ TEMPLATES = st.deferred(lambda: st.sampled_from(templates()))
 
 
 @fuzz(60, deadline_s=5.0, cap=1000)
-@given(hypothesmith.from_grammar(), TEMPLATES, st.data())
+@given(python_modules, TEMPLATES, st.data())
 def test_transformers_at_any_node_of_a_generated_module(
     code: str, chosen: tuple[Pattern, Site], data: st.DataObject
 ) -> None:
@@ -647,7 +652,7 @@ def check_lint(data: bytes) -> None:
 
 
 @fuzz(60, deadline_s=5.0, cap=1000)
-@given(hypothesmith.from_grammar(), st.booleans())
+@given(python_modules, st.booleans())
 def test_lint_on_generated_programs(code: str, prelude: bool) -> None:
     text = TORCH_PRELUDE + code if prelude and not code.lstrip().startswith("from __future__") else code
     assume(compiles(text))

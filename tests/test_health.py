@@ -29,12 +29,14 @@ from repairbot.types import HealthFinding, RunLimits, Status, StopReason
 from tests.support import (
     PYTHON,
     Fixture,
+    SharedWarmRunner,
     catalogue_generator,
     commit_all,
     copy_project,
     fixtures,
     init_repo,
     run_cli,
+    run_cli_in_process,
     snapshot,
 )
 from tests.test_reports import validate_report, validate_sarif
@@ -146,12 +148,12 @@ def test_the_generated_health_docs_are_fresh() -> None:
 
 @pytest.mark.torch
 @pytest.mark.parametrize("fixture", HEALTH_FIXTURES, ids=[f.name for f in HEALTH_FIXTURES])
-def test_doctor_finds_exactly_the_fixtures_bugs(fixture: Fixture, tmp_path: Path) -> None:
+def test_doctor_finds_exactly_the_fixtures_bugs(fixture: Fixture, tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     repo = prepare(fixture, tmp_path)
     before = snapshot(repo)
-    result = run_cli(
+    result = run_cli_in_process(  # its runs forked from this worker's warm server
         "doctor", fixture.config.get("script", "train.py"), "--json", str(tmp_path / "r.json"),
-        "--sarif", str(tmp_path / "r.sarif"), "--markdown", str(tmp_path / "r.md"), cwd=repo,
+        "--sarif", str(tmp_path / "r.sarif"), "--markdown", str(tmp_path / "r.md"), cwd=repo, runner=shared_runner,
     )
     output = result.stdout + result.stderr
     expected = fixture.config["health"]  # the warnings

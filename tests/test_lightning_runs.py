@@ -11,10 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import commit_all, git, init_repo, run_cli
+from tests.support import commit_all, git, init_repo, run_cli, unmet_requirement
 
-pytest.importorskip("lightning", reason="the Lightning runs need lightning installed (test extra)")
-pytestmark = [pytest.mark.torch, pytest.mark.slow]
+# asked in a child process: importing lightning (and torch) here would cost every xdist worker
+# seconds at collection
+pytestmark = [
+    pytest.mark.torch,
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(unmet_requirement(["lightning"])), reason=unmet_requirement(["lightning"]) or ""),
+]
 
 SCRIPT = (Path(__file__).parent / "data" / "lightning_classifier.py").read_text()
 RIGHT = "nn.Linear(32 * 7 * 7, hidden)"

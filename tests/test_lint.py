@@ -22,7 +22,7 @@ from repairbot.lint.formats import FINDINGS_SCHEMA
 from repairbot.lint.run import PARALLEL_MIN_FILES, lint_files
 from repairbot.lint.selection import Layer, resolve
 from repairbot.registry import all_rules
-from tests.support import ROOT, run_cli
+from tests.support import ROOT, run_cli, run_cli_in_process
 
 SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "schemas" / "sarif-schema-2.1.0.json").read_text())
 
@@ -114,12 +114,12 @@ def test_json_is_the_contract_shape(project: Path) -> None:
 
 
 def test_json_of_a_clean_run_is_an_empty_list(project: Path) -> None:
-    result = run_cli("lint", "clean.py", "--format", "json", cwd=project)
+    result = run_cli_in_process("lint", "clean.py", "--format", "json", cwd=project)
     assert result.returncode == 0 and json.loads(result.stdout) == []
 
 
 def test_sarif_is_valid_and_carries_the_fixes(project: Path) -> None:
-    result = run_cli("lint", ".", "--format", "sarif", cwd=project)
+    result = run_cli_in_process("lint", ".", "--format", "sarif", cwd=project)
     assert result.returncode == 1, result.stderr
     log = json.loads(result.stdout)
     jsonschema.validate(log, SARIF_SCHEMA)
@@ -143,7 +143,7 @@ def test_sarif_is_valid_and_carries_the_fixes(project: Path) -> None:
 
 
 def test_github_annotations(project: Path) -> None:
-    result = run_cli("lint", "train.py", "--format", "github", cwd=project)
+    result = run_cli_in_process("lint", "train.py", "--format", "github", cwd=project)
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert len(lines) == 3
@@ -191,13 +191,13 @@ def test_unsafe_fixes(project: Path) -> None:
 
 def test_diff_writes_nothing(project: Path) -> None:
     before = (project / "train.py").read_bytes()
-    result = run_cli("lint", "train.py", "--diff", cwd=project)
+    result = run_cli_in_process("lint", "train.py", "--diff", cwd=project)
     assert result.returncode == 1
     assert result.stdout.startswith("--- a/train.py\n+++ b/train.py\n")
     assert "+    optimizer.zero_grad()\n" in result.stdout and "-state = torch.load(\"best.pt\")\n" in result.stdout
     assert "Would fix 3 findings in 1 file; 0 findings would remain." in result.stderr
     assert (project / "train.py").read_bytes() == before
-    assert run_cli("lint", "clean.py", "--diff", cwd=project).returncode == 0
+    assert run_cli_in_process("lint", "clean.py", "--diff", cwd=project).returncode == 0
 
 
 def test_fixes_that_overlap_are_applied_over_passes(tmp_path: Path) -> None:
@@ -246,14 +246,14 @@ def test_suppression_comments(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_exits_2(project: Path, args: list[str], message: str) -> None:
-    result = run_cli("lint", *args, cwd=project)
+    result = run_cli_in_process("lint", *args, cwd=project)
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("repairbot: error: ") and message in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_no_path_is_a_usage_error(project: Path) -> None:
-    assert run_cli("lint", cwd=project).returncode == 2
+    assert run_cli_in_process("lint", cwd=project).returncode == 2
 
 
 def test_a_file_that_does_not_parse_is_reported_and_the_run_goes_on(project: Path) -> None:
@@ -270,7 +270,7 @@ def test_files_without_torch_are_not_parsed_and_pass(tmp_path: Path) -> None:
     # pre-commit with only torch-free files staged must pass (TorchFix's hook crashed there)
     (tmp_path / "util.py").write_text("def f(x):\n    return x\n")
     (tmp_path / "other.py").write_text("x = 1\n")
-    result = run_cli("lint", "util.py", "other.py", "-v", cwd=tmp_path)
+    result = run_cli_in_process("lint", "util.py", "other.py", "-v", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Checked 2 files (0 parsed, 3 lines)" in result.stdout
 
@@ -288,11 +288,11 @@ def test_every_file_that_cannot_be_parsed_is_reported_and_exits_2(
 ) -> None:
     (tmp_path / name).write_text(text)
     (tmp_path / "ok.py").write_text("x = 1\n")
-    result = run_cli("lint", name, "ok.py", cwd=tmp_path)
+    result = run_cli_in_process("lint", name, "ok.py", cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stdout.splitlines()[0].startswith(f"{name}: cannot parse: ") and reason in result.stdout
     assert "All checks passed" not in result.stdout and "1 file could not be checked" in result.stdout
-    quiet = run_cli("lint", name, "ok.py", "-q", "--format", "json", cwd=tmp_path)
+    quiet = run_cli_in_process("lint", name, "ok.py", "-q", "--format", "json", cwd=tmp_path)
     assert quiet.returncode == 2 and json.loads(quiet.stdout)[0]["rule"] == "parse-error"
 
 
@@ -373,14 +373,14 @@ def test_named_gitignored_files_are_linted_unless_force_exclude(tmp_path: Path) 
     assert [d for _, d in discover(named, tmp_path, force_exclude=True)] == ["train.py"]
     # the same through the command line, as the pre-commit hook runs it
     (tmp_path / "scratch_1.py").write_text(UNSAFE_ONLY)
-    assert run_cli("lint", "scratch_1.py", cwd=tmp_path).returncode == 1
-    forced = run_cli("lint", "--force-exclude", "scratch_1.py", cwd=tmp_path)
+    assert run_cli_in_process("lint", "scratch_1.py", cwd=tmp_path).returncode == 1
+    forced = run_cli_in_process("lint", "--force-exclude", "scratch_1.py", cwd=tmp_path)
     assert forced.returncode == 0 and "All checks passed (0 files)" in forced.stdout
 
 
 def test_a_bad_exclude_list_is_bad_input(tmp_path: Path) -> None:
     _tree(tmp_path, {"pyproject.toml": "[tool.repairbot]\nexclude = \"fixtures\"\n", "train.py": ""})
-    result = run_cli("lint", ".", cwd=tmp_path)
+    result = run_cli_in_process("lint", ".", cwd=tmp_path)
     assert result.returncode == 2 and "exclude must be a list of strings" in result.stderr
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from repairbot import notebook as nbmod
 from repairbot.lint.formats import FINDINGS_SCHEMA
-from tests.support import commit_all, init_repo, run_cli, snapshot
+from tests.support import commit_all, init_repo, run_cli, run_cli_in_process, snapshot
 
 
 def make_notebook(path: Path, cells: list[tuple[str, str]], indent: int = 1, kernel: str = "python",
@@ -260,7 +260,7 @@ def lint_repo(tmp_path: Path) -> Path:
 
 def test_lint_finds_notebooks_in_folders_and_names_the_cell(tmp_path: Path) -> None:
     repo = lint_repo(tmp_path)
-    result = run_cli("lint", ".", cwd=repo)
+    result = run_cli_in_process("lint", ".", cwd=repo)
     assert result.returncode == 1, result.stderr
     # neither the autosave in .ipynb_checkpoints nor the git-ignored scratch/ notebook is linted
     findings = [line for line in result.stdout.splitlines() if not line.startswith(("repairbot:", "Found "))]
@@ -274,18 +274,18 @@ def test_lint_finds_notebooks_in_folders_and_names_the_cell(tmp_path: Path) -> N
 
 def test_lint_formats_locate_the_cell(tmp_path: Path) -> None:
     repo = lint_repo(tmp_path)
-    findings = json.loads(run_cli("lint", "train.ipynb", "--format", "json", cwd=repo).stdout)
+    findings = json.loads(run_cli_in_process("lint", "train.ipynb", "--format", "json", cwd=repo).stdout)
     jsonschema.validate(findings, FINDINGS_SCHEMA)
     assert [(f["path"], f["cell"], f["line"], f["column"], f["rule"]) for f in findings] == [
         ("train.ipynb", 3, 1, 1, "missing-zero-grad"), ("train.ipynb", 3, 2, 11, "softmax-before-cross-entropy"),
     ]
-    github = run_cli("lint", "train.ipynb", "--format", "github", cwd=repo).stdout.splitlines()
+    github = run_cli_in_process("lint", "train.ipynb", "--format", "github", cwd=repo).stdout.splitlines()
     raw = (repo / "train.ipynb").read_text().splitlines()
     for line in github:
         number = int(line.split("line=")[1].split(",")[0])
         assert '"for epoch in range(3):' in raw[number - 1] or "F.softmax" in raw[number - 1]
         assert "cell 3, line" in line
-    sarif = json.loads(run_cli("lint", "train.ipynb", "--format", "sarif", cwd=repo).stdout)
+    sarif = json.loads(run_cli_in_process("lint", "train.ipynb", "--format", "sarif", cwd=repo).stdout)
     results = sarif["runs"][0]["results"]
     assert [r["locations"][0]["properties"]["cell"] for r in results] == [3, 3]
     assert [r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in results] == [1, 2]
@@ -295,11 +295,11 @@ def test_lint_diff_and_fix_work_on_cells(tmp_path: Path) -> None:
     repo = lint_repo(tmp_path)
     path = repo / "train.ipynb"
     before = path.read_bytes()
-    diff = run_cli("lint", "train.ipynb", "--diff", cwd=repo)
+    diff = run_cli_in_process("lint", "train.ipynb", "--diff", cwd=repo)
     assert diff.stdout.startswith("--- a/train.ipynb:cell 3\n+++ b/train.ipynb:cell 3\n")
     assert "+    opt.zero_grad()\n" in diff.stdout and "+    out = model(x)\n" in diff.stdout
     assert path.read_bytes() == before
-    fixed = run_cli("lint", "train.ipynb", "--fix", cwd=repo)
+    fixed = run_cli_in_process("lint", "train.ipynb", "--fix", cwd=repo)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     after = path.read_bytes().decode()
     assert after == before.decode().replace(
@@ -311,7 +311,7 @@ def test_lint_diff_and_fix_work_on_cells(tmp_path: Path) -> None:
 
 def test_lint_of_an_unreadable_notebook_is_a_parse_error(tmp_path: Path) -> None:
     (tmp_path / "broken.ipynb").write_text("{oops")
-    result = run_cli("lint", "broken.ipynb", "--format", "json", cwd=tmp_path)
+    result = run_cli_in_process("lint", "broken.ipynb", "--format", "json", cwd=tmp_path)
     (finding,) = json.loads(result.stdout)
     assert finding["rule"] == "parse-error" and "invalid JSON" in finding["message"]
 

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support import (
     Fixture,
+    SharedWarmRunner,
     commit_all,
     copy_project,
     cuda_available,
@@ -26,6 +27,7 @@ from tests.support import (
     init_repo,
     make_cuda_checkpoint,
     run_cli,
+    run_cli_in_process,
     snapshot,
 )
 from tests.test_reports import validate_report, validate_sarif
@@ -76,16 +78,16 @@ def changed_only_in_cells(before: bytes, after: bytes, cells: set[int]) -> None:
 
 
 @pytest.mark.parametrize("fixture", NOTEBOOKS, ids=[f.name for f in NOTEBOOKS])
-def test_notebook_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path) -> None:
+def test_notebook_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     _skip_on_gpu(fixture)
     config = fixture.config
     script = config["script"]
     repo = prepare(fixture, tmp_path)
     before = snapshot(repo)
     original = (repo / script).read_bytes()
-    result = run_cli(
+    result = run_cli_in_process(  # its runs forked from this worker's warm server
         "fix", script, "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"),
-        "--sarif", str(tmp_path / "r.sarif"), cwd=repo,
+        "--sarif", str(tmp_path / "r.sarif"), cwd=repo, runner=shared_runner,
     )
     output = result.stdout + result.stderr
     assert result.returncode == config["exit_code"], output

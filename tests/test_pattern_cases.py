@@ -30,10 +30,11 @@ CASES = pattern_cases()
 @pytest.fixture(scope="session", autouse=True)
 def regenerate(request: pytest.FixtureRequest) -> None:
     if request.config.getoption("--regen"):
-        from tests.record import record
+        from tests.record import record, recording_runner
 
-        for case in CASES:
-            record(case)
+        with recording_runner() as runner:
+            for case in CASES:
+                record(case, runner)
 
 
 def _pattern(case: PatternCase) -> Pattern:

@@ -13,11 +13,13 @@ import difflib
 import json
 import re
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.record import recordable, recording
+from repairbot.trace.runner import WarmRunner
+from tests.record import recordable, recording, recording_runner
 from tests.support import PatternCase, pattern_cases, unmet_requirement
 
 CASES = pattern_cases()
@@ -124,18 +126,26 @@ def test_first_differences_shows_the_changed_lines() -> None:
     assert "-b" in shown and "+B" in shown
 
 
+@pytest.fixture(scope="session")
+def runner() -> Iterator[WarmRunner]:
+    """One warm runner per test process (xdist worker) for all its recordings, as ``--regen``
+    and ``python -m tests.record`` record them."""
+    with recording_runner() as shared:
+        yield shared
+
+
 @pytest.mark.torch
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_recording_is_current(case: PatternCase) -> None:
+def test_recording_is_current(case: PatternCase, runner: WarmRunner) -> None:
     if not recordable(case):
         pytest.skip(unmet_requirement(case.config.get("requires", ())) or "not recordable here")
-    recorded = recording(case)
+    recorded = recording(case, runner)
     assert recorded is not None
     committed_text = (case.folder / "evidence.json").read_text(encoding="utf-8")
     committed, today = comparable(committed_text), comparable(recorded[1])
     if committed != today:
-        again = recording(case)
+        again = recording(case, runner)
         assert again is not None
         varying = frozenset(differing(json.loads(today), json.loads(comparable(again[1]))))
         committed, today = comparable(committed_text, varying), comparable(recorded[1], varying)
