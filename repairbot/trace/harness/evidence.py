@@ -316,9 +316,11 @@ def write_evidence(run: Any, outcome: Any, exit_code: Any, exception: Any = None
         "linears": state.linears,
         "layer_sites": state.layer_sites,
         "probes": sorted(state.probes),
-        # under a launcher (torchrun, accelerate launch): which rank this is, and when it failed
-        "rank": dict(run.config["rank"], failed_at=state.failed_at) if run.config.get("rank") else None,
     }
+    if run.config.get("rank"):
+        # under a launcher (torchrun, accelerate launch): which rank this is, and when it failed;
+        # absent elsewhere, so a single process's evidence is what it always was
+        evidence["rank"] = dict(run.config["rank"], failed_at=state.failed_at)
     evidence.update(run.probe_records())
     evidence.update({
         "imported_files": _imported_user_files(run.config["script"]),
