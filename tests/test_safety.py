@@ -96,6 +96,10 @@ class Outcome:
         return self.stderr.strip().splitlines()
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @dataclass
 class Attack:
     """A user's repository and the means to run repairbot on it and check what it left."""
@@ -124,6 +128,9 @@ class Attack:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "TMPDIR": str(self.tmp), TAG: tag, **self.env, **(env or {})},
+            # SIGINT as a terminal gives it: a suite started in the background (`cmd &`) has it
+            # ignored, which the child would inherit, and no Ctrl-C could then reach repairbot
+            preexec_fn=_default_sigint,
         )
         return process, tag
 
