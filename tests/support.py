@@ -48,16 +48,28 @@ def cuda_available() -> bool:
     return probe.stdout.strip() == "True"
 
 
+@functools.cache
+def gloo_available() -> bool:
+    """torch.distributed built with its gloo backend (CPU ranks under torchrun), asked as cuda_available."""
+    if not torch_available():
+        return False
+    code = "import torch.distributed as d; print(d.is_available() and d.is_gloo_available())"
+    probe = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=False)
+    return probe.stdout.strip() == "True"
+
+
 def unmet_requirement(requires: Iterable[str]) -> str | None:
     """Why a test or fixture that needs ``requires`` cannot run here, or None.
 
-    ``requires`` names ``"cuda"`` (a CUDA GPU) and import names of optional test extras
-    (``"lightning"``, ``"transformers"``, ``"accelerate"``), asked of the interpreter that runs the
+    ``requires`` names ``"cuda"`` (a CUDA GPU), ``"gloo"`` (torch.distributed with its gloo backend)
+    and import names of optional test extras (``"lightning"``, ``"transformers"``, ``"accelerate"``), asked of the interpreter that runs the
     scripts, in a child process (importing them here would slow every test worker).
     """
-    modules = [name for name in requires if name != "cuda"]
+    modules = [name for name in requires if name not in ("cuda", "gloo")]
     if "cuda" in requires and not cuda_available():
         return "needs a CUDA GPU"
+    if "gloo" in requires and not gloo_available():
+        return "needs torch.distributed with the gloo backend"
     if modules:
         missing = _missing_modules(tuple(modules))
         if missing:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from repairbot.launchers import free_port, parse_launcher
 from tests.support import (
     PYTHON,
     Fixture,
@@ -40,6 +41,15 @@ FIXTURES = [f for f in fixtures() if "health" not in f.config and not f.config.g
 QUICK_FIXTURE = "cnn_flatten_size"
 
 
+def launcher_words(text: str | None) -> list[str]:
+    """A fixture's `launcher` as `python -m` words, on a rendezvous port of its own unless its options set one."""
+    if text is None:
+        return []
+    launcher = parse_launcher(text)
+    port = () if launcher.gives_port() else launcher.port_options(free_port())
+    return ["-m", launcher.module, *launcher.options, *port]
+
+
 def prepare(fixture: Fixture, tmp_path: Path) -> Path:
     return prepare_fixture(fixture, tmp_path / "repo")
 
@@ -61,6 +71,8 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, s
         "fix", *target, "--json", str(report_path),
         "--markdown", str(tmp_path / "report.md"), "--sarif", str(tmp_path / "report.sarif"),
     ]
+    if config.get("launcher"):  # every run under the launcher, as `--launcher 'torchrun --nproc_per_node 2'`
+        args += ["--launcher", config["launcher"]]
     if config.get("args"):
         args += ["--", *config["args"]]
     if fixture.name == QUICK_FIXTURE:  # one through the real entry point, in a process of its own
@@ -127,11 +139,11 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, s
     for pattern in config["patterns"]:
         assert f"Repairbot-Pattern: {pattern}" in message
 
-    # The fix branch really runs, as a plain `python train.py` in a checkout of it.
+    # The fix branch really runs, as a plain `python train.py` (under its launcher) in a checkout of it.
     worktree = tmp_path / "fixed"
     git(repo, "worktree", "add", "-q", str(worktree), branch)
     plain = subprocess.run(
-        [PYTHON, *target, *config.get("args", [])],
+        [PYTHON, *launcher_words(config.get("launcher")), *target, *config.get("args", [])],
         cwd=worktree, capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, **config.get("env", {})},
     )
