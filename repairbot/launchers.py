@@ -81,6 +81,13 @@ class Launcher:
         """The option that sets the rendezvous port to ``port``."""
         return (_PORT_OPTION[self.kind], str(port))
 
+    def command(self) -> tuple[list[str], tuple[str, ...]]:
+        """``-m MODULE OPTIONS`` as the interpreter runs the launcher, and what was added to the
+        options: a free rendezvous port where they set none (two runs at once, parallel tests or
+        the user's own job, must not meet on the default port)."""
+        added = () if self.gives_port() else self.port_options(free_port())
+        return ["-m", self.module, *self.options, *added], added
+
 
 def parse_launcher(text: str) -> Launcher:
     """The ``--launcher`` option: a launcher's first words, then its own options only."""

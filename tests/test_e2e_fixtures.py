@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from repairbot.launchers import free_port, parse_launcher
+from repairbot.launchers import parse_launcher
 from tests.support import (
     PYTHON,
     Fixture,
@@ -43,11 +43,7 @@ QUICK_FIXTURE = "cnn_flatten_size"
 
 def launcher_words(text: str | None) -> list[str]:
     """A fixture's `launcher` as `python -m` words, on a rendezvous port of its own unless its options set one."""
-    if text is None:
-        return []
-    launcher = parse_launcher(text)
-    port = () if launcher.gives_port() else launcher.port_options(free_port())
-    return ["-m", launcher.module, *launcher.options, *port]
+    return parse_launcher(text).command()[0] if text else []
 
 
 def prepare(fixture: Fixture, tmp_path: Path) -> Path:

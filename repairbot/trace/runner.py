@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import psutil
 
 from repairbot.evidence import Evidence, evidence_from_json
-from repairbot.launchers import Launcher, free_port
+from repairbot.launchers import Launcher
 from repairbot.run_config import DEFAULTS, SETTINGS, RunConfig
 from repairbot.tracebacks import parse_log
 from repairbot.types import BadInput, Failure, Frame, RunStatus
@@ -443,13 +443,9 @@ def launch_argv(request: RunRequest, config: Path) -> tuple[list[str], str]:
     launcher = request.launcher
     if launcher is None:
         return [request.python, str(BOOTSTRAP), str(config)], ""
-    options, note = launcher.options, ""
-    if not launcher.gives_port():
-        # two runs at once (parallel tests, the user's own job) must not meet on the default port
-        port = free_port()
-        options += launcher.port_options(port)
-        note = f"rendezvous port {port} (free; the launcher's options set none): {shlex.join(launcher.port_options(port))}"
-    return [request.python, "-m", launcher.module, *options, str(BOOTSTRAP), str(config)], note
+    words, added = launcher.command()
+    note = f"rendezvous port {added[-1]} (free; the launcher's options set none): {shlex.join(added)}" if added else ""
+    return [request.python, *words, str(BOOTSTRAP), str(config)], note
 
 
 def _launcher_refusal(launcher: Launcher, code: int, stderr: str) -> str:
