@@ -9,6 +9,7 @@ import importlib.util
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -82,6 +83,13 @@ def _missing_modules(modules: tuple[str, ...]) -> tuple[str, ...]:
     code = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
     probe = subprocess.run([PYTHON, "-c", code, *modules], capture_output=True, text=True, check=False)
     return tuple(probe.stdout.split()) if probe.returncode == 0 else modules
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child that a test interrupts with SIGINT: the signal at its default, as
+    a terminal gives it. A suite started in the background (``cmd &``) has SIGINT ignored, which
+    a child inherits, and Python then installs no KeyboardInterrupt handler: no Ctrl-C could reach it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def git(cwd: Path, *args: str, check: bool = True) -> str:

@@ -33,7 +33,15 @@ from repairbot.launchers import (
 from repairbot.output.report import report_schema
 from repairbot.trace.runner import BOOTSTRAP, RunRequest, first_failed_rank, launch_argv
 from repairbot.types import Failure
-from tests.support import PYTHON, commit_all, git, init_repo, run_cli, unmet_requirement
+from tests.support import (
+    PYTHON,
+    commit_all,
+    default_sigint,
+    git,
+    init_repo,
+    run_cli,
+    unmet_requirement,
+)
 
 DATA = Path(__file__).parent / "data"
 SCRIPT = (DATA / "ddp_classifier.py").read_text()
@@ -320,7 +328,7 @@ def test_ctrl_c_leaves_no_rank_behind(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, source)
     cli = subprocess.Popen(
         [PYTHON, "-m", "repairbot", "fix", "train.py", "--dry-run", "--launcher", TORCHRUN_2],
-        cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
     )
     deadline = time.monotonic() + 180
     # wait for both ranks: the launcher and two workers running bootstrap.py in the repository

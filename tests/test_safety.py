@@ -27,7 +27,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support import PYTHON, commit_all, git, init_repo, snapshot
+from tests.support import PYTHON, commit_all, default_sigint, git, init_repo, snapshot
 
 pytestmark = pytest.mark.torch
 
@@ -96,10 +96,6 @@ class Outcome:
         return self.stderr.strip().splitlines()
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @dataclass
 class Attack:
     """A user's repository and the means to run repairbot on it and check what it left."""
@@ -128,9 +124,7 @@ class Attack:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "TMPDIR": str(self.tmp), TAG: tag, **self.env, **(env or {})},
-            # SIGINT as a terminal gives it: a suite started in the background (`cmd &`) has it
-            # ignored, which the child would inherit, and no Ctrl-C could then reach repairbot
-            preexec_fn=_default_sigint,
+            preexec_fn=default_sigint,  # the interrupt tests send it SIGINT
         )
         return process, tag
 
