@@ -35,11 +35,7 @@ def install(run: Run) -> None:
             if control is not None:
                 control.should_training_stop = True
 
-        current = budget.enter_fit(stop)
-        try:
-            return call(trainer, *args, **kwargs)
-        finally:
-            budget.exit_fit(current)
+        return budget.run_fit(stop, call, trainer, *args, **kwargs)
 
     def watch(module: Any) -> None:
         trainer_class = getattr(module, "Trainer", None)

@@ -40,11 +40,9 @@ def install(run: Run) -> None:
                 stopped.append(True)
                 trainer.should_stop = True
 
-        current = budget.enter_fit(stop)
         try:
-            return call(trainer, *args, **kwargs)
+            return budget.run_fit(stop, call, trainer, *args, **kwargs)
         finally:
-            budget.exit_fit(current)
             if stopped and trainer.should_stop:
                 trainer.should_stop = False
 

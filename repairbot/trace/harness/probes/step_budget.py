@@ -77,6 +77,15 @@ class StepBudget:
         if state.step_budget and self.count >= state.max_steps:
             self.leave(chain)
 
+    def run_fit(self, stop: Callable[[], None], call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call(*args, **kwargs)``, a framework's fit called from the user's code, counted as
+        one fit of the budget; ``stop()`` ends it cleanly (the framework's own stop)."""
+        fit = self.enter_fit(stop)
+        try:
+            return call(*args, **kwargs)
+        finally:
+            self.exit_fit(fit)
+
     def enter_fit(self, stop: Callable[[], None]) -> "Fit":
         """A framework's fit starts, called from the user's code; ``stop()`` ends it cleanly."""
         caller: Any = sys._getframe(1)
