@@ -39,9 +39,10 @@ SCRIPT = (
 @asynccontextmanager
 async def session(
     encodings: Sequence[str] | None = None, options: dict[str, Any] | None = None, notebooks: bool = False,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[LanguageClient]:
     client = make_test_lsp_client()
-    await client.start_io(*SERVER, env=ENV)
+    await client.start_io(*SERVER, env=env or ENV)
     capabilities = client_capabilities("visual-studio-code")
     if encodings is not None:
         capabilities.general = types.GeneralClientCapabilities(position_encodings=list(encodings))

@@ -36,10 +36,16 @@ from repairbot.lint.engine import (
 from repairbot.lint.files import config_for
 from repairbot.lint.rule import LintRule
 from repairbot.lint.selection import Layer, unknown
-from repairbot.notebook import Notebook, from_cells
-from repairbot.output.git import fix_commits
+from repairbot.notebook import Location, Notebook, from_cells
 from repairbot.server.convert import FIX_ALL_KIND, diagnostic, lsp_lines, minimal_edit
-from repairbot.server.history import DEFAULT_REPORTS, PastFix, from_commit, line_of, read_reports
+from repairbot.server.history import (
+    DEFAULT_REPORTS,
+    FixHistory,
+    PastFix,
+    cell_lines_of,
+    concerns,
+    line_of,
+)
 from repairbot.types import Applicability, BadInput
 
 T = TypeVar("T")
@@ -123,6 +129,7 @@ class RepairbotServer(LanguageServer):
         self.warned: set[str] = set()
         # log messages of the worker thread, sent from the event loop (the writer is not thread-safe)
         self.logs: list[types.LogMessageParams] = []
+        self.history = FixHistory()  # the hovers' past fixes, read again only when they change
 
     def rules_for(self, path: Path) -> tuple[type[LintRule], ...]:
         """The rules of a file: its ``[tool.repairbot]`` table, the settings, its per-file-ignores
@@ -339,33 +346,30 @@ class RepairbotServer(LanguageServer):
 
 
     def past_fixes(self, path: Path) -> list[PastFix]:
-        """The verified fixes of past repairs: the fix branches' commits, then the reports (one
-        fix found in both is shown once, from the commit, whose evidence is the report's prose)."""
-        root, commits = fix_commits(path.absolute().parent)
-        found: list[PastFix] = []
-        if self.settings.fix_branches:
-            for commit in commits:
-                found += from_commit(commit.message, commit.diff, root, f"branch {commit.branch}, commit {commit.sha[:8]}")
-        folders = dict.fromkeys([*(Path(p) for p in (self.workspace.root_path,) if p), root])
-        for folder in folders:
-            found += read_reports(folder, self.settings.reports, root)
-        unique: dict[tuple[Path, tuple[tuple[int, str], ...], str], PastFix] = {}
-        for fix in found:
-            unique.setdefault((fix.file, fix.lines, fix.summary), fix)
-        return list(unique.values())
+        """The verified fixes of past repairs of this file (see ``FixHistory.fixes``)."""
+        workspace = Path(self.workspace.root_path) if self.workspace.root_path else None
+        every = self.history.fixes(path.absolute().parent, workspace, self.settings.reports, self.settings.fix_branches)
+        return [fix for fix in every if concerns(fix, path)]
 
     def hover_at(self, uri: str, text: str, line: int) -> types.Hover | None:
         """What past repairs say of a line they changed (None: no repair changed it)."""
-        if self.workspace.get_notebook_document(cell_uri=uri) is not None:
-            return None
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
         path = self.file_of(uri)
         if path is None:
             return None
-        lines = lsp_lines(text)
-        here = path.resolve()
-        shown = [fix.markdown() for fix in self.past_fixes(path) if fix.file.resolve() == here and line in line_of(fix, lines)]
+        if notebook is not None:
+            cells = self.code_cells(notebook.uri)
+            uris = [cell for cell, _ in cells]
+            if uri not in uris:
+                return None
+            program = from_cells(path, [source for _, source in cells])
+            here = Location(uris.index(uri) + 1, line + 1)
+            shown = [fix.markdown() for fix in self.past_fixes(path) if here in cell_lines_of(fix, program)]
+        else:
+            shown = [fix.markdown() for fix in self.past_fixes(path) if line in line_of(fix, lsp_lines(text))]
         if not shown:
             return None
+        lines = lsp_lines(text)
         return types.Hover(
             contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(shown)),
             range=types.Range(
