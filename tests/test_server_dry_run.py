@@ -72,10 +72,31 @@ async def dry_run(client: LanguageClient, *arguments: Any) -> Any:
     return await client.workspace_execute_command_async(types.ExecuteCommandParams(command=COMMAND, arguments=list(arguments)))
 
 
+def without_change_annotations(capabilities: types.ClientCapabilities) -> None:
+    assert capabilities.workspace is not None and capabilities.workspace.workspace_edit is not None
+    capabilities.workspace.workspace_edit.change_annotation_support = None
+
+
+def text_edits(edit: types.WorkspaceEdit, uri: str, annotated: bool) -> list[types.TextEdit]:
+    """The edits of one document, checked to be in the form the client asked for: versioned and
+    waiting for the user's confirmation, or plain."""
+    if not annotated:
+        assert edit.document_changes is None and edit.changes is not None and list(edit.changes) == [uri]
+        return list(edit.changes[uri])
+    assert edit.changes is None and edit.document_changes is not None and edit.change_annotations is not None
+    (change,) = edit.document_changes
+    assert isinstance(change, types.TextDocumentEdit)
+    assert change.text_document.uri == uri and change.text_document.version == 1  # the document as opened
+    annotations = {e.annotation_id for e in change.edits if isinstance(e, types.AnnotatedTextEdit)}
+    assert len(annotations) == 1 and edit.change_annotations[annotations.pop()].needs_confirmation is True
+    return list(change.edits)
+
+
 @pytest.mark.torch
 @pytest.mark.slow
 @pytest.mark.asyncio
-async def test_the_dry_run_fix_is_offered_as_an_edit_and_nothing_changes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("annotated", [True, False], ids=["confirmed", "plain"])
+async def test_the_dry_run_fix_is_offered_as_an_edit_and_nothing_changes(tmp_path: Path, annotated: bool) -> None:
     repo = fixture_repo(tmp_path, "cnn_flatten_size")
     before, branches = snapshot(repo), git(repo, "branch", "--list")
     # what the command line prints, applied by git to a copy: the text the edit must give
@@ -91,7 +112,7 @@ async def test_the_dry_run_fix_is_offered_as_an_edit_and_nothing_changes(tmp_pat
     error = re.search(r"^Error: (.+) at train\.py:\d+$", printed.stdout, re.MULTILINE)
     assert summary is not None and error is not None and expected != (repo / "train.py").read_text()
     text = (repo / "train.py").read_text()
-    async with session() as client:
+    async with session(adjust=None if annotated else without_change_annotations) as client:
         read_code_actions_as_the_spec_says(client)
         edits = review_edits(client)
         uri = opened(client, repo / "train.py", text)
@@ -107,8 +128,8 @@ async def test_the_dry_run_fix_is_offered_as_an_edit_and_nothing_changes(tmp_pat
         assert not running.done()
         answer = await asyncio.wait_for(running, 300)
         assert answer == {"status": "fixed", "stop_reason": "passing", "applied": True}
-        assert len(edits) == 1 and edits[0].edit.changes is not None and list(edits[0].edit.changes) == [uri]
-        assert applied(text, edits[0].edit.changes[uri]) == expected
+        assert len(edits) == 1
+        assert applied(text, text_edits(edits[0].edit, uri, annotated)) == expected
         shown = [m for m in client.messages if m.message.startswith("repairbot fix --dry-run")]
         assert len(shown) == 1 and shown[0].type == types.MessageType.Info
         assert "fixed 1 error" in shown[0].message and summary[1] in shown[0].message

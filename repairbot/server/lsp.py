@@ -60,6 +60,7 @@ from repairbot.types import Applicability, BadInput
 
 T = TypeVar("T")
 DEFAULT_DEBOUNCE_MS = 150
+REVIEW = "repairbot.fixDryRun"  # the change annotation of a dry run's edit
 _BOM = "\ufeff"
 
 
@@ -425,7 +426,7 @@ class RepairbotServer(LanguageServer):
         kind = types.MessageType.Info if result.fixed else types.MessageType.Warning
         self.tell(types.MessageType.Error if result.status == "error" else kind, result.message)
         if result.fixed:
-            edit = types.WorkspaceEdit(changes=self.review_edits(result.fixed, uris))
+            edit = self.review_edit(result.fixed, uris, result.message)
             response = await self.workspace_apply_edit_async(
                 types.ApplyWorkspaceEditParams(edit=edit, label="repairbot fix --dry-run"),
             )
@@ -452,17 +453,34 @@ class RepairbotServer(LanguageServer):
                 return path.name
         return None
 
-    def review_edits(self, fixed: Mapping[Path, str], uris: Mapping[Path, str]) -> dict[str, list[types.TextEdit]]:
-        """Each file's fixed text as the one edit of its document (open or as on disk)."""
-        changes: dict[str, list[types.TextEdit]] = {}
+    def review_edit(self, fixed: Mapping[Path, str], uris: Mapping[Path, str], message: str) -> types.WorkspaceEdit:
+        """Each file's fixed text as the one edit of its document (open, or as on disk); where the
+        client supports change annotations, each edit needs the user's confirmation (VS Code
+        shows it in its refactor preview) and an open document's edit holds for its version."""
+        edits: dict[str, types.TextEdit] = {}
         for file, after in fixed.items():
             document = self.workspace.text_documents.get(uris[file])
             text = document.source if document is not None else decode(file.read_bytes())
-            bom = _BOM if text.startswith(_BOM) else ""
-            edit = minimal_edit(text, bom + after, self.codec)
+            edit = minimal_edit(text, (_BOM if text.startswith(_BOM) else "") + after, self.codec)
             if edit is not None:
-                changes[uris[file]] = [edit]
-        return changes
+                edits[uris[file]] = edit
+        workspace = self.client_capabilities.workspace
+        support = workspace.workspace_edit if workspace is not None else None
+        if support is None or not support.document_changes or support.change_annotation_support is None:
+            return types.WorkspaceEdit(changes={uri: [edit] for uri, edit in edits.items()})
+        versions = {uri: document.version for uri, document in self.workspace.text_documents.items()}
+        return types.WorkspaceEdit(
+            document_changes=[
+                types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=versions.get(uri)),
+                    edits=[types.AnnotatedTextEdit(range=edit.range, new_text=edit.new_text, annotation_id=REVIEW)],
+                )
+                for uri, edit in edits.items()
+            ],
+            change_annotations={REVIEW: types.ChangeAnnotation(
+                label="repairbot fix --dry-run", needs_confirmation=True, description=message,
+            )},
+        )
 
 
 async def in_thread(function: Callable[..., T], *args: Any) -> T:
