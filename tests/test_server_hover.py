@@ -66,6 +66,42 @@ def hover_text(shown: types.Hover | None) -> str:
     return shown.contents.value
 
 
+RECORDED_NOTEBOOK_REPORT = ROOT / "tests" / "data" / "server" / "notebook_logreg_dtype_mismatch.report.json"
+
+
+@pytest.mark.asyncio
+async def test_hover_in_a_notebook_cell_from_its_json_report(tmp_path: Path) -> None:
+    report = json.loads(RECORDED_NOTEBOOK_REPORT.read_text())
+    fix, failure = report["attempts"][0]["fix"], report["attempts"][0]["failure"]
+    name = report["script"]
+    shutil.copy(ROOT / "fixtures" / "notebook_logreg_dtype_mismatch" / name, tmp_path / name)
+    shutil.copy(RECORDED_NOTEBOOK_REPORT, tmp_path / "repairbot-report.json")
+    cells = notebook_cells(tmp_path / name, json.loads((tmp_path / name).read_text()))
+    code = [cell for cell in cells if cell.kind == types.NotebookCellKind.Code]
+    # the fix's per-cell diff (`a/NB.ipynb:cell 7`) applied by git to a file holding that cell
+    scratch = tmp_path / "cell"
+    scratch.mkdir()
+    (scratch / f"{name}:cell {fix['cell']}").write_text(code[fix["cell"] - 1].text)
+    (scratch / "fix.diff").write_text(fix["diff"])
+    git(scratch, "apply", "fix.diff")
+    target = Cell(code[fix["cell"] - 1].uri, (scratch / f"{name}:cell {fix['cell']}").read_text(), types.NotebookCellKind.Code)
+    fixed = [target if cell.uri == target.uri else cell for cell in cells]
+    line = fix["line"] - 1
+    async with session(notebooks=True) as client:
+        open_notebook(client, tmp_path / name, fixed)
+        value = hover_text(await hover(client, target.uri, line))
+        assert "repairbot-report.json" in value and failure["message"] in value and fix["summary"] in value
+        assert await hover(client, target.uri, line + 1) is None
+        assert await hover(client, code[0].uri, 0) is None
+    async with session(notebooks=True) as client:  # the notebook as it was before the fix: no line holds its text
+        open_notebook(client, tmp_path / name, cells)
+        assert await hover(client, code[fix["cell"] - 1].uri, line) is None
+    # a .py file of the same name is not the notebook
+    async with session() as client:
+        uri = opened(client, tmp_path / Path(name).with_suffix(".py"), target.text)
+        assert await hover(client, uri, line) is None
+
+
 @pytest.mark.torch
 @pytest.mark.slow
 @pytest.mark.asyncio
