@@ -400,7 +400,6 @@ class RepairbotServer(LanguageServer):
             ),
         )
 
-
     async def review_dry_run(self, arguments: Sequence[Any]) -> dict[str, Any]:
         """``repairbot.fixDryRun``: ``repairbot fix --dry-run`` on the saved ``.py`` file that the
         first argument names (its URI, or ``{"uri": URI}``); its result is shown
