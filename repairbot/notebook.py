@@ -116,6 +116,11 @@ class Notebook:
             return self.line_map[program_line - 1]
         return None
 
+    def cell_start(self, cell: int) -> int | None:
+        """The program line that a code cell's first line is (``locate``'s inverse); None for a
+        cell the notebook does not have."""
+        return self._starts[cell - 1] if 1 <= cell <= len(self._starts) else None
+
     def label(self, display: str, program_line: int) -> str:
         """``NB.ipynb, cell 7, line 3`` (``NB.ipynb, line N`` for a prelude line)."""
         where = self.locate(program_line)

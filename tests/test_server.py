@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -39,10 +39,13 @@ SCRIPT = (
 @asynccontextmanager
 async def session(
     encodings: Sequence[str] | None = None, options: dict[str, Any] | None = None, notebooks: bool = False,
+    env: dict[str, str] | None = None, adjust: Callable[[types.ClientCapabilities], None] | None = None,
 ) -> AsyncIterator[LanguageClient]:
     client = make_test_lsp_client()
-    await client.start_io(*SERVER, env=ENV)
+    await client.start_io(*SERVER, env=env or ENV)
     capabilities = client_capabilities("visual-studio-code")
+    if adjust is not None:
+        adjust(capabilities)
     if encodings is not None:
         capabilities.general = types.GeneralClientCapabilities(position_encodings=list(encodings))
     if not notebooks:

@@ -10,6 +10,7 @@ is never overwritten.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -365,6 +366,9 @@ def _branch_taken(name: str) -> BadInput:
     return BadInput(f"branch {name!r} already exists; choose another name or delete that branch")
 
 
+FIX_BRANCHES = "refs/heads/repairbot/fix-*"
+
+
 @dataclass(frozen=True)
 class FixCommit:
     """The commit at the tip of a fix branch, read back (the editor's hover)."""
@@ -373,9 +377,11 @@ class FixCommit:
     sha: str
     message: str
     diff: str  # `git show`'s patch, git's extended headers included
+    # each notebook the commit changes: (path, its text before, after); its diff is of JSON lines
+    notebooks: tuple[tuple[str, str, str], ...] = ()
 
 
-def fix_commits(folder: Path, pattern: str = "refs/heads/repairbot/fix-*") -> tuple[Path, list[FixCommit]]:
+def fix_commits(folder: Path, pattern: str = FIX_BRANCHES) -> tuple[Path, list[FixCommit]]:
     """The repository's top folder and the tip commits of its fix branches; ``(folder, [])``
     outside a repository or where git cannot read it (nothing to show is no error here)."""
     try:
@@ -393,5 +399,56 @@ def fix_commits(folder: Path, pattern: str = "refs/heads/repairbot/fix-*") -> tu
             shown = _run(repo, "show", "--no-color", "--no-ext-diff", "--format=%B%x00", sha)
             if shown.status == 0 and "\0" in shown.stdout:
                 message, _, diff = shown.stdout.partition("\0")
-                found.append(FixCommit(branch, sha, message, diff.lstrip("\n")))
+                notebooks = _changed_notebooks(repo, sha) if ".ipynb" in diff else ()
+                found.append(FixCommit(branch, sha, message, diff.lstrip("\n"), notebooks))
     return root, found
+
+
+def _changed_notebooks(repo: git.Repo, sha: str) -> tuple[tuple[str, str, str], ...]:
+    """The notebooks a commit changes, with their text before and after it (a notebook added
+    by the commit has none before)."""
+    names = _run(repo, "diff-tree", "-r", "-z", "--no-commit-id", "--name-only", f"{sha}^", sha)
+    found = []
+    for name in names.stdout.split("\0") if names.status == 0 else ():
+        if name.endswith(".ipynb"):
+            before = _run(repo, "cat-file", "blob", f"{sha}^:{name}")
+            after = _run(repo, "cat-file", "blob", f"{sha}:{name}")
+            if after.status == 0:
+                found.append((name, before.stdout if before.status == 0 else "", after.stdout))
+    return tuple(found)
+
+
+def refs_state(folder: Path) -> tuple[Path, tuple[object, ...]] | None:
+    """The top folder of the work tree that holds ``folder``, and a value that changes whenever
+    one of its fix branches is created, moved or deleted: the stats of the files git keeps
+    those refs in (the loose refs under ``refs/heads/repairbot/``, ``packed-refs``, a reftable's
+    table list). Read from the files alone, no git run: cheap enough for every hover. None
+    outside a repository (found as git finds it by default: the nearest ``.git`` above)."""
+    start = Path(os.path.abspath(folder))
+    top = next((candidate for candidate in (start, *start.parents) if (candidate / ".git").exists()), None)
+    if top is None:
+        return None
+    git_dir = top / ".git"
+    if git_dir.is_file():  # a linked worktree or a submodule: `gitdir: PATH`
+        try:
+            pointer = git_dir.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        git_dir = top / pointer.removeprefix("gitdir:").strip()
+    common = git_dir
+    with contextlib.suppress(OSError, UnicodeDecodeError):  # a linked worktree's branches are its main repository's
+        common = git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    loose: list[tuple[str, tuple[int, int, int] | None]] = []
+    branches = common / "refs" / "heads" / "repairbot"
+    for base, _, files in os.walk(branches):
+        loose.extend((os.path.join(base, name), _stat(Path(base, name))) for name in files)
+    return top, (_stat(common / "packed-refs"), _stat(common / "reftable" / "tables.list"), tuple(sorted(loose)))
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    """What changes when git writes a file (always a new file renamed over the old one)."""
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_mtime_ns, found.st_size, found.st_ino

@@ -10,7 +10,9 @@ noqa comments and the fixed text are the same.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import atexit
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,14 +38,29 @@ from repairbot.lint.engine import (
 from repairbot.lint.files import config_for
 from repairbot.lint.rule import LintRule
 from repairbot.lint.selection import Layer, unknown
-from repairbot.notebook import Notebook, from_cells
-from repairbot.output.git import fix_commits
+from repairbot.notebook import Location, Notebook, from_cells
+from repairbot.output.diff import decode
 from repairbot.server.convert import FIX_ALL_KIND, diagnostic, lsp_lines, minimal_edit
-from repairbot.server.history import DEFAULT_REPORTS, PastFix, from_commit, line_of, read_reports
+from repairbot.server.dry_run import (
+    ACTION_KIND,
+    COMMAND,
+    DEFAULT_TIMEOUT_S,
+    DryRunner,
+    runs_as_script,
+)
+from repairbot.server.history import (
+    DEFAULT_REPORTS,
+    FixHistory,
+    PastFix,
+    cell_lines_of,
+    concerns,
+    line_of,
+)
 from repairbot.types import Applicability, BadInput
 
 T = TypeVar("T")
 DEFAULT_DEBOUNCE_MS = 150
+REVIEW = "repairbot.fixDryRun"  # the change annotation of a dry run's edit
 _BOM = "\ufeff"
 
 
@@ -53,14 +70,18 @@ class Settings:
     options: they override the ``[tool.repairbot]`` table's choice as the command line does),
     ``debounceMs`` (the wait after a change), ``docsUrl`` (the rule page's address),
     ``reports`` (globs, under the workspace's and the repository's top folders, of the JSON
-    reports of past ``repairbot fix --json`` runs that hovers read) and ``fixBranches``
-    (whether hovers read the commits of the ``repairbot/fix-*`` branches too; default true)."""
+    reports of past ``repairbot fix --json`` runs that hovers read), ``fixBranches``
+    (whether hovers read the commits of the ``repairbot/fix-*`` branches too; default true),
+    ``dryRunPython`` (the interpreter ``repairbot.fixDryRun`` runs the script with; default
+    the server's) and ``dryRunTimeoutS`` (its time limit; default 600 s)."""
 
     rules: Layer = field(default_factory=Layer)
     debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000
     docs_url: str | None = None
     reports: tuple[str, ...] = DEFAULT_REPORTS
     fix_branches: bool = True
+    dry_run_python: str | None = None
+    dry_run_timeout_s: float = DEFAULT_TIMEOUT_S
 
     @classmethod
     def of(cls, options: Any) -> tuple[Settings, str | None]:
@@ -76,9 +97,14 @@ class Settings:
         docs = options.get("docsUrl")
         reports = _strings(options.get("reports")) if "reports" in options else DEFAULT_REPORTS
         branches = options.get("fixBranches", True)
+        python = options.get("dryRunPython")
+        timeout = options.get("dryRunTimeoutS", DEFAULT_TIMEOUT_S)
+        if not isinstance(timeout, (int, float)) or timeout <= 0:
+            timeout, problem = DEFAULT_TIMEOUT_S, "repairbot: dryRunTimeoutS must be a number of seconds"
         return cls(
             layer, debounce / 1000, docs if isinstance(docs, str) else None, reports,
             branches if isinstance(branches, bool) else True,
+            dry_run_python=python if isinstance(python, str) else None, dry_run_timeout_s=float(timeout),
         ), problem
 
 
@@ -123,6 +149,9 @@ class RepairbotServer(LanguageServer):
         self.warned: set[str] = set()
         # log messages of the worker thread, sent from the event loop (the writer is not thread-safe)
         self.logs: list[types.LogMessageParams] = []
+        self.history = FixHistory()  # the hovers' past fixes, read again only when they change
+        self.dry_runner = DryRunner()
+        atexit.register(self.dry_runner.stop)  # a client gone during a dry run leaves none of it running
 
     def rules_for(self, path: Path) -> tuple[type[LintRule], ...]:
         """The rules of a file: its ``[tool.repairbot]`` table, the settings, its per-file-ignores
@@ -339,33 +368,30 @@ class RepairbotServer(LanguageServer):
 
 
     def past_fixes(self, path: Path) -> list[PastFix]:
-        """The verified fixes of past repairs: the fix branches' commits, then the reports (one
-        fix found in both is shown once, from the commit, whose evidence is the report's prose)."""
-        root, commits = fix_commits(path.absolute().parent)
-        found: list[PastFix] = []
-        if self.settings.fix_branches:
-            for commit in commits:
-                found += from_commit(commit.message, commit.diff, root, f"branch {commit.branch}, commit {commit.sha[:8]}")
-        folders = dict.fromkeys([*(Path(p) for p in (self.workspace.root_path,) if p), root])
-        for folder in folders:
-            found += read_reports(folder, self.settings.reports, root)
-        unique: dict[tuple[Path, tuple[tuple[int, str], ...], str], PastFix] = {}
-        for fix in found:
-            unique.setdefault((fix.file, fix.lines, fix.summary), fix)
-        return list(unique.values())
+        """The verified fixes of past repairs of this file (see ``FixHistory.fixes``)."""
+        workspace = Path(self.workspace.root_path) if self.workspace.root_path else None
+        every = self.history.fixes(path.absolute().parent, workspace, self.settings.reports, self.settings.fix_branches)
+        return [fix for fix in every if concerns(fix, path)]
 
     def hover_at(self, uri: str, text: str, line: int) -> types.Hover | None:
         """What past repairs say of a line they changed (None: no repair changed it)."""
-        if self.workspace.get_notebook_document(cell_uri=uri) is not None:
-            return None
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
         path = self.file_of(uri)
         if path is None:
             return None
-        lines = lsp_lines(text)
-        here = path.resolve()
-        shown = [fix.markdown() for fix in self.past_fixes(path) if fix.file.resolve() == here and line in line_of(fix, lines)]
+        if notebook is not None:
+            cells = self.code_cells(notebook.uri)
+            uris = [cell for cell, _ in cells]
+            if uri not in uris:
+                return None
+            program = from_cells(path, [source for _, source in cells])
+            here = Location(uris.index(uri) + 1, line + 1)
+            shown = [fix.markdown() for fix in self.past_fixes(path) if here in cell_lines_of(fix, program)]
+        else:
+            shown = [fix.markdown() for fix in self.past_fixes(path) if line in line_of(fix, lsp_lines(text))]
         if not shown:
             return None
+        lines = lsp_lines(text)
         return types.Hover(
             contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(shown)),
             range=types.Range(
@@ -373,6 +399,113 @@ class RepairbotServer(LanguageServer):
                 end=types.Position(line=line, character=self.codec.client_num_units(lines[line])),
             ),
         )
+
+    async def review_dry_run(self, arguments: Sequence[Any]) -> dict[str, Any]:
+        """``repairbot.fixDryRun``: ``repairbot fix --dry-run`` on the saved ``.py`` file that the
+        first argument names (its URI, or ``{"uri": URI}``); its result is shown
+        (``window/showMessage``) and its fix, if any, sent as a ``workspace/applyEdit`` for
+        review. The run is in a thread of its own: the server goes on answering meanwhile."""
+        first = arguments[0] if arguments else None
+        uri = first.get("uri") if isinstance(first, dict) else first
+        path = self.file_of(uri) if isinstance(uri, str) and uri.startswith("file:") else None
+        if path is None or path.suffix != ".py" or not path.is_file():
+            return self.tell(types.MessageType.Error, f"{COMMAND} takes the URI of a saved .py file")
+        assert isinstance(uri, str)
+        unsaved = self.unsaved([uri])
+        if unsaved:
+            return self.tell(types.MessageType.Error, f"{unsaved}: save it first (the dry run runs the file on disk)")
+        result = await in_thread(self.dry_runner.run, path.absolute(), self.settings.dry_run_python,
+                                 self.settings.dry_run_timeout_s)
+        answer: dict[str, Any] = {"status": result.status, "stop_reason": result.stop_reason, "applied": False}
+        uris = {file: uri if file == path.absolute() else file.as_uri() for file in result.fixed}
+        unsaved = self.unsaved(list(uris.values()))
+        if unsaved:  # edited meanwhile: the fix is of the file on disk
+            return self.tell(types.MessageType.Warning, f"{result.message} But {unsaved} has changed since: run it again",
+                             answer)
+        kind = types.MessageType.Info if result.fixed else types.MessageType.Warning
+        self.tell(types.MessageType.Error if result.status == "error" else kind, result.message)
+        if result.fixed:
+            edit = self.review_edit(result.fixed, uris, result.message)
+            response = await self.workspace_apply_edit_async(
+                types.ApplyWorkspaceEditParams(edit=edit, label="repairbot fix --dry-run"),
+            )
+            answer["applied"] = response.applied
+        return answer
+
+    def tell(self, kind: types.MessageType, message: str, answer: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.window_show_message(types.ShowMessageParams(kind, message))
+        return answer or {"status": "error", "stop_reason": None, "applied": False}
+
+    def unsaved(self, uris: Sequence[str]) -> str | None:
+        """The name of the first of these documents that is open with a text the file on disk
+        does not have (None: every one is as saved)."""
+        for uri in uris:
+            document = self.workspace.text_documents.get(uri)
+            path = self.file_of(uri)
+            if document is None or path is None:
+                continue
+            try:
+                saved = decode(path.read_bytes())
+            except (OSError, SyntaxError, UnicodeDecodeError):
+                return path.name
+            if document.source.removeprefix(_BOM) != saved:
+                return path.name
+        return None
+
+    def review_edit(self, fixed: Mapping[Path, str], uris: Mapping[Path, str], message: str) -> types.WorkspaceEdit:
+        """Each file's fixed text as the one edit of its document (open, or as on disk); where the
+        client supports change annotations, each edit needs the user's confirmation (VS Code
+        shows it in its refactor preview) and an open document's edit holds for its version."""
+        edits: dict[str, types.TextEdit] = {}
+        for file, after in fixed.items():
+            document = self.workspace.text_documents.get(uris[file])
+            text = document.source if document is not None else decode(file.read_bytes())
+            edit = minimal_edit(text, (_BOM if text.startswith(_BOM) else "") + after, self.codec)
+            if edit is not None:
+                edits[uris[file]] = edit
+        workspace = self.client_capabilities.workspace
+        support = workspace.workspace_edit if workspace is not None else None
+        if support is None or not support.document_changes or support.change_annotation_support is None:
+            return types.WorkspaceEdit(changes={uri: [edit] for uri, edit in edits.items()})
+        versions = {uri: document.version for uri, document in self.workspace.text_documents.items()}
+        return types.WorkspaceEdit(
+            document_changes=[
+                types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=versions.get(uri)),
+                    edits=[types.AnnotatedTextEdit(range=edit.range, new_text=edit.new_text, annotation_id=REVIEW)],
+                )
+                for uri, edit in edits.items()
+            ],
+            change_annotations={REVIEW: types.ChangeAnnotation(
+                label="repairbot fix --dry-run", needs_confirmation=True, description=message,
+            )},
+        )
+
+
+async def in_thread(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` in a daemon thread of its own: a dry run takes minutes (the lint
+    worker stays free), and a server whose client has gone must not wait for it to end."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def work() -> None:
+        try:
+            result = function(*args)
+        except BaseException as error:  # handed to the awaiting coroutine
+            loop.call_soon_threadsafe(settle, None, error)
+        else:
+            loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=work, name="repairbot-dry-run", daemon=True).start()
+    return await future
 
 
 def _touches(a: types.Range, b: types.Range) -> bool:
@@ -435,16 +568,36 @@ def build_server() -> RepairbotServer:
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND]),
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND, ACTION_KIND]),
     )
     async def code_action(ls: RepairbotServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         only = params.context.only
         wants_fixes = only is None or any(types.CodeActionKind.QuickFix.value.startswith(kind) for kind in only)
         wants_all = only is None or any(FIX_ALL_KIND.startswith(kind) for kind in only)
-        if not (wants_fixes or wants_all):
+        wants_review = only is None or any(ACTION_KIND.startswith(kind) for kind in only)
+        if not (wants_fixes or wants_all or wants_review):
             return []
-        text = ls.workspace.get_text_document(params.text_document.uri).source
-        actions = await ls.in_worker(ls.fix_edits, params.text_document.uri, text, params.range if wants_fixes else None)
-        return [action for action in actions if wants_all or action.kind != FIX_ALL_KIND]
+        uri = params.text_document.uri
+        text = ls.workspace.get_text_document(uri).source
+        actions: list[types.CodeAction] = []
+        if wants_fixes or wants_all:
+            found = await ls.in_worker(ls.fix_edits, uri, text, params.range if wants_fixes else None)
+            actions = [action for action in found if wants_all or action.kind != FIX_ALL_KIND]
+        path = ls.file_of(uri)
+        is_script = ls.workspace.get_notebook_document(cell_uri=uri) is None and path is not None and path.suffix == ".py"
+        if wants_review and is_script and await ls.in_worker(runs_as_script, text):
+            title = "Run repairbot fix --dry-run on this script (its fix as an edit to review)"
+            actions.append(types.CodeAction(
+                title=title, kind=ACTION_KIND, command=types.Command(title=title, command=COMMAND, arguments=[uri]),
+            ))
+        return actions
+
+    @server.command(COMMAND)
+    async def fix_dry_run(ls: RepairbotServer, *arguments: Any) -> dict[str, Any]:
+        return await ls.review_dry_run(arguments)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: RepairbotServer, params: None) -> None:
+        ls.dry_runner.stop()
 
     return server

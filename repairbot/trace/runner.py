@@ -615,9 +615,11 @@ def _killing_tree_on_exit(
         kill_process_tree(pid, marker, process)
 
 
-def kill_process_tree(pid: int, marker: str, process: subprocess.Popen[bytes] | None = None) -> None:
+def kill_process_tree(
+    pid: int, marker: str, process: subprocess.Popen[bytes] | None = None, variable: str = RUN_MARKER
+) -> None:
     """Kill the run's process group (the run leads its own session), then any process that
-    left it but carries the run's mark in its environment."""
+    left it but carries the run's mark in its environment (``variable=marker``)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     if process is not None:
@@ -629,7 +631,7 @@ def kill_process_tree(pid: int, marker: str, process: subprocess.Popen[bytes] | 
         if candidate.pid == os.getpid():
             continue
         try:
-            if candidate.environ().get(RUN_MARKER) == marker:
+            if candidate.environ().get(variable) == marker:
                 candidate.kill()
                 escaped.append(candidate)
         except (psutil.Error, OSError):
