@@ -38,11 +38,25 @@ STATEMENT_RULES = [rule for rule in RULES if rule.SCOPE is Scope.STATEMENT]
 PATH = Path("train.py")
 
 
-def _parsed(path: Path) -> cst.Module | None:
-    try:
-        return cst.parse_module(path.read_bytes())
-    except Exception:
-        return None
+# code where what is found in one statement depends on another: an import renamed with its
+# uses, a GPU check before a device written in full, a helper defined above its caller
+ACROSS_STATEMENTS = (
+    "from torch import ger\n\nz = ger(a, b)\n",
+    "import torch\n\nassert torch.cuda.is_available()\nmodel = torch.nn.Linear(2, 2).cuda()\n",
+    "import torch\n\nif not torch.cuda.is_available():\n    raise SystemExit\nx = torch.ones(2, device='cuda')\n",
+    "import torch\n\n\nclass Net(torch.nn.Module):\n    pass\n\n\nnet = Net()\ny = net.forward(x)\n",
+)
+
+
+def _sources() -> list[tuple[Path, bytes]]:
+    """The tests' real files, every rule's examples (they use what each rule reads), and code
+    whose findings cross statements."""
+    examples = [
+        (Path(f"{rule.ID}-example-{index}.py"), example.source.encode("utf-8"))
+        for rule in RULES for index, example in enumerate([*rule.VALID, *rule.INVALID])
+    ]
+    across = [(Path(f"across-{index}.py"), text.encode("utf-8")) for index, text in enumerate(ACROSS_STATEMENTS)]
+    return [*((path, path.read_bytes()) for path in real_files()), *examples, *across]
 
 
 def _summary(report: Report) -> tuple[object, ...]:
@@ -70,12 +84,12 @@ def test_statement_rules_report_on_a_statement_what_they_report_in_the_whole_mod
     are those of the whole module. A rule that reads other statements (a guard before it, the
     uses of a name elsewhere) reports differently on some real file."""
     checked = 0
-    for path in real_files():
-        data = path.read_bytes()
+    for path, data in _sources():
         if not rule.applies(data, None):
             continue
-        module = _parsed(path)
-        if module is None:
+        try:
+            module = cst.parse_module(data)
+        except Exception:
             continue
         whole: dict[cst.CSTNode, list[tuple[object, ...]]] = {}
         for report in run_rules(module, [rule], path, None):
