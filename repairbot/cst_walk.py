@@ -68,9 +68,22 @@ def descendants(node: cst.CSTNode, prune: tuple[type[cst.CSTNode], ...] = ()) ->
     while todo:
         current = todo.pop()
         yield current
-        if prune and current is not node and isinstance(current, prune):
+        if prune and current is not node and is_kind(current, prune):
             continue
         todo.extend(reversed(children(current)))
+
+
+_KINDS: dict[tuple[type, tuple[type, ...]], bool] = {}
+
+
+def is_kind(node: object, kinds: tuple[type, ...]) -> bool:
+    """``isinstance(node, kinds)``, remembered per node class: LibCST's node classes are ABCs,
+    whose isinstance check runs Python code each time, and rules ask it of every node."""
+    key = (type(node), kinds)
+    known = _KINDS.get(key)
+    if known is None:
+        known = _KINDS[key] = issubclass(key[0], kinds)
+    return known
 
 
 def _is_node(value_type: type) -> bool:
