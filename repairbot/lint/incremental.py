@@ -50,7 +50,7 @@ MAX_WIDENINGS = 8
 
 
 @dataclass(frozen=True)
-class _Version:
+class Version:
     """One parsed version of the document: its text, module, and where each top-level
     statement is (its code's length and newlines; the code starts with its comment lines)."""
 
@@ -81,7 +81,7 @@ def _reproduces(text: str, parts: Sequence[str], trailing_newline: bool) -> bool
 
 
 def _line_breaks(code: str) -> int:
-    """How many lines a code ends (``\n``, ``\r\n`` or a bare ``\r``, as Python and LibCST count)."""
+    """How many lines a code ends: line feeds, CR LFs and bare CRs, as Python and LibCST count."""
     return code.count("\n") + code.count("\r") - code.count("\r\n")
 
 
@@ -93,13 +93,13 @@ def _first_indented(body: Sequence[cst.BaseStatement], offset: int = 0) -> int |
     return next((offset + index for index, statement in enumerate(body) if _indented(statement)), None)
 
 
-def full_version(text: str, module: cst.Module) -> _Version | None:
+def full_version(text: str, module: cst.Module) -> Version | None:
     """The version of a module parsed whole; None where its code does not give back ``text``."""
     header = "".join(_codes(module, module.header))
     codes = _codes(module, module.body)
     if not _reproduces(text, [header, *codes, *_codes(module, module.footer)], module.has_trailing_newline):
         return None
-    return _Version(
+    return Version(
         text, module, (len(header), _line_breaks(header)), tuple(map(len, codes)),
         tuple(map(_line_breaks, codes)), _first_indented(module.body),
     )
@@ -113,7 +113,7 @@ def _doubtful_lines(statement: cst.BaseStatement) -> bool:
     return any(line.whitespace.value for line in leading)
 
 
-def splice(last: _Version, text: str) -> tuple[_Version, list[cst.BaseStatement]] | None:
+def splice(last: Version, text: str) -> tuple[Version, list[cst.BaseStatement]] | None:
     """``text`` parsed by parsing again only the top-level statements its change from
     ``last.text`` touches, with the new statements; None where that cannot be done surely."""
     body = list(last.module.body)
@@ -169,8 +169,8 @@ def _parse_chunk(
 
 
 def _spliced(
-    last: _Version, text: str, chunk: str, first: int, final: int, new: list[cst.BaseStatement], parsed: cst.Module,
-) -> tuple[_Version, list[cst.BaseStatement]] | None:
+    last: Version, text: str, chunk: str, first: int, final: int, new: list[cst.BaseStatement], parsed: cst.Module,
+) -> tuple[Version, list[cst.BaseStatement]] | None:
     """The module of ``text``: ``last``'s with statements ``first`` to ``final`` replaced by
     ``new`` (parsed from ``chunk``), where the new module's code is surely ``text``."""
     module = last.module
@@ -194,7 +194,7 @@ def _spliced(
         first_indented = _first_indented(new, first)
         if first_indented is None and last.first_indented is not None:
             first_indented = last.first_indented - (final + 1 - first) + len(new)
-    version = _Version(
+    version = Version(
         text, spliced, last.header,
         (*last.sizes[:first], *map(len, codes), *last.sizes[len(last.sizes) - kept_after :]),
         (*last.newlines[:first], *map(_line_breaks, codes), *last.newlines[len(last.newlines) - kept_after :]),
@@ -204,7 +204,7 @@ def _spliced(
 
 
 def _default_indent(
-    last: _Version, first: int, final: int, new: Sequence[cst.BaseStatement], parsed: cst.Module,
+    last: Version, first: int, final: int, new: Sequence[cst.BaseStatement], parsed: cst.Module,
 ) -> str | None:
     """The indentation the new text is written in (LibCST's ``default_indent``: that of the
     first indented block), where the kept statements were read with it; None otherwise."""
@@ -235,12 +235,12 @@ class IncrementalLinter:
 
     def __init__(self, path: Path, display: str, rules: Sequence[type[LintRule]], package: str | None) -> None:
         self.path, self.display, self.rules, self.package = path, display, tuple(rules), package
-        self.last: _Version | None = None
+        self.last: Version | None = None
         self.env: tuple[object, ...] | None = None
         self.lightning: set[cst.ClassDef] = set()
         self.summaries: dict[cst.BaseStatement, _Summary] = {}
         # the STATEMENT rules' reports on each top-level statement, by rule id
-        self.reports: dict[cst.BaseStatement, dict[str, list[Report]]] = {}
+        self.reports: dict[cst.CSTNode, dict[str, list[Report]]] = {}
         # each top-level statement's node ranges, from the line it started on then
         self.ranges: dict[cst.BaseStatement, tuple[int, dict[cst.CSTNode, CodeRange]]] = {}
 
@@ -263,7 +263,7 @@ class IncrementalLinter:
             self.last = None
             return FileResult(self.display, lines, parsed=True, error=f"{type(error).__name__}: {error}")
 
-    def _parse(self, data: bytes) -> tuple[_Version, set[cst.BaseStatement]] | Exception | None:
+    def _parse(self, data: bytes) -> tuple[Version, set[cst.BaseStatement]] | Exception | None:
         """The new version and its top-level statements that are not the last version's; the
         error where the text does not parse; None where its module does not reproduce it."""
         if self.last is not None:
@@ -284,7 +284,7 @@ class IncrementalLinter:
         return None if version is None else (version, set(module.body))
 
     def _lint(
-        self, version: _Version, changed: set[cst.BaseStatement], active: Sequence[type[LintRule]], edits: bool,
+        self, version: Version, changed: set[cst.BaseStatement], active: Sequence[type[LintRule]], edits: bool,
     ) -> tuple[Finding, ...]:
         module = version.module
         body = module.body
@@ -314,13 +314,13 @@ class IncrementalLinter:
         if by_scope[Scope.MODULE]:
             for report in run_rules(module, by_scope[Scope.MODULE], self.path, self.package, context=context):
                 module_reports[report.rule].append(report)
-        fresh: dict[cst.BaseStatement, dict[str, list[Report]]] = {statement: {} for statement in rerun}
+        fresh: dict[cst.CSTNode, dict[str, list[Report]]] = {statement: {} for statement in rerun}
         if by_scope[Scope.STATEMENT] and rerun:
             only = [statement for statement in body if statement in rerun]
             for report in run_rules(module, by_scope[Scope.STATEMENT], self.path, self.package, context, only):
                 if not report.statements:
                     raise TypeError(f"{report.rule}: a Scope.STATEMENT rule reported outside a statement")
-                fresh[report.statements[0]].setdefault(report.rule, []).append(report)  # type: ignore[index]
+                fresh[report.statements[0]].setdefault(report.rule, []).append(report)
         self.reports = {
             statement: fresh[statement] if statement in fresh else self.reports[statement] for statement in body
         }
@@ -339,7 +339,7 @@ class IncrementalLinter:
 class _Locator:
     """Node ranges from each top-level statement's ranges, generated once and shifted."""
 
-    def __init__(self, linter: IncrementalLinter, version: _Version) -> None:
+    def __init__(self, linter: IncrementalLinter, version: Version) -> None:
         self.linter, self.version = linter, version
         self.lines: dict[cst.CSTNode, int] = dict(zip(version.module.body, version.first_lines(), strict=True))
 
