@@ -13,13 +13,14 @@ editor adds on top. Run from the repository root:
 
 It prints the file's size, the findings, the median and p95 latency in milliseconds.
 
-2026-12-06, this project's 2-core machine shared with other jobs, the default 30 changes: median
-133-168 ms, p95 211-268 ms over five runs at a load average of 1.5-2.7, the server linting each
-change incrementally (``repairbot.lint.incremental``: the edited top-level statement parsed
-again and spliced in, per-statement rules re-run on it alone, positions shifted; the
-module-wide rules, about 0.13 s of CPU here, still run on the whole file). The same command
-on the commit before (every change linted whole by ``lint_bytes``), minutes apart: median
-526 ms, p95 584 ms (15 changes, load average 1.6); 927 ms, p95 1,403 ms at a load average of 3.9.
+2026-12-06, this project's 2-core machine shared with other jobs (load average 1.5-2.8), the
+default 30 changes, eleven runs: median 123-260 ms (the median of the eleven medians 154 ms;
+ten of them at most 200 ms), p95 168-301 ms, the server linting each change incrementally
+(``repairbot.lint.incremental``: the edited top-level statement parsed again and spliced in,
+per-statement rules re-run on it alone, positions shifted; the module-wide rules, about 0.12 s
+of CPU here, still run on the whole file). The same command on the commit before (each change
+linted whole by ``lint_bytes``), minutes apart on the same machine: median 470-927 ms, p95
+584-1,403 ms (three runs, load average 1.6-3.9).
 """
 
 from __future__ import annotations
