@@ -124,7 +124,7 @@ class RepairbotServer(LanguageServer):
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repairbot-lint")
         self.pending: dict[str, asyncio.Task[None]] = {}
         self.warned: set[str] = set()
-        # each open document's last lint, which its next one builds on (used by the worker alone)
+        # each open document's last lint, which its next one builds on (the worker's; a close drops it)
         self.linters: dict[str, IncrementalLinter] = {}
         # log messages of the worker thread, sent from the event loop (the writer is not thread-safe)
         self.logs: list[types.LogMessageParams] = []
