@@ -27,7 +27,7 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from repairbot.cst_walk import descendants
+from repairbot.cst_walk import descendants, is_kind
 from repairbot.evidence import DescribedValue, Evidence, Scope
 from repairbot.sources import SourceError, Sources, report_path
 from repairbot.torch_semantics import (
@@ -60,9 +60,10 @@ Description = DescribedValue
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, None for anything else."""
-    if isinstance(node, cst.Name):
+    # type() rather than isinstance: LibCST's node classes are ABCs (a slow check), and final
+    if type(node) is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         base = dotted_name(node.value)
         return f"{base}.{node.attr.value}" if base else None
     return None
@@ -713,9 +714,9 @@ def nearest(
     a node of ``stop`` comes first. Every "enclosing node" question goes through here, whether
     the nodes around come from LibCST's parents (``ancestors``) or a lint walk's stack."""
     for node in around:
-        if isinstance(node, kinds):
+        if is_kind(node, kinds):
             return node
-        if isinstance(node, stop):
+        if stop and is_kind(node, stop):
             return None
     return None
 

@@ -50,12 +50,14 @@ def _child_fields(node_type: type[cst.CSTNode]) -> tuple[str, ...]:
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """A node's children that rules read, in source order."""
     found: list[cst.CSTNode] = []
+    node_types = _NODE_TYPES
     for name in _FIELDS.get(type(node)) or _child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
+            found.extend(item for item in value if node_types.get(type(item)) or _is_node(type(item)))
+        elif node_types.get(value_type) or _is_node(value_type):
             found.append(value)
-        elif type(value) is tuple or type(value) is list:
-            found.extend(item for item in value if isinstance(item, cst.CSTNode))
     return found
 
 
@@ -66,9 +68,22 @@ def descendants(node: cst.CSTNode, prune: tuple[type[cst.CSTNode], ...] = ()) ->
     while todo:
         current = todo.pop()
         yield current
-        if prune and current is not node and isinstance(current, prune):
+        if prune and current is not node and is_kind(current, prune):
             continue
         todo.extend(reversed(children(current)))
+
+
+_KINDS: dict[tuple[type, tuple[type, ...]], bool] = {}
+
+
+def is_kind(node: object, kinds: tuple[type, ...]) -> bool:
+    """``isinstance(node, kinds)``, remembered per node class: LibCST's node classes are ABCs,
+    whose isinstance check runs Python code each time, and rules ask it of every node."""
+    key = (type(node), kinds)
+    known = _KINDS.get(key)
+    if known is None:
+        known = _KINDS[key] = issubclass(key[0], kinds)
+    return known
 
 
 def _is_node(value_type: type) -> bool:
@@ -88,7 +103,7 @@ Path = tuple[cst.CSTNode, ...]
 
 
 def walk(
-    module: cst.Module,
+    root: cst.CSTNode,
     visits: Mapping[type[cst.CSTNode], Sequence[Handler]],
     leaves: Mapping[type[cst.CSTNode], Sequence[Handler]],
     stack: list[cst.CSTNode],
@@ -98,8 +113,9 @@ def walk(
     """Calls ``visits[type(node)]`` on entering each node and ``leaves[...]`` after its
     children, with ``stack`` holding the path from the module down to the node. With
     ``paths``, also records each node's statement path (``statements(stack)`` at the
-    innermost statement that holds it): where a finding's code is, found in the one walk."""
-    todo: list[cst.CSTNode | tuple[cst.CSTNode, Path]] = [module]
+    innermost statement that holds it): where a finding's code is, found in the one walk.
+    ``root`` is the module, or one of its top-level statements with ``stack`` holding the module."""
+    todo: list[cst.CSTNode | tuple[cst.CSTNode, Path]] = [root]
     fields_of = _FIELDS
     node_types = _NODE_TYPES
     statement_types = _STATEMENT_TYPES
@@ -143,10 +159,11 @@ def walk(
         todo.extend(kids)
 
 
-def imports(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
-    """Every import statement, nested ones included, found without entering expressions."""
+def imports(root: cst.CSTNode) -> list[cst.Import | cst.ImportFrom]:
+    """Every import statement in a tree (the module, a statement), nested ones included, found
+    without entering expressions."""
     found: list[cst.Import | cst.ImportFrom] = []
-    todo: list[cst.CSTNode] = [module]
+    todo: list[cst.CSTNode] = [root]
     while todo:
         node = todo.pop()
         if type(node) is cst.SimpleStatementLine:

@@ -56,7 +56,18 @@ def lightning_classes(
     """The classes of ``module`` that are LightningModules (or, with ``LIGHTNING_DATAMODULES``
     as ``bases``, DataModules): a base imported from Lightning (under any alias), or a class of
     this file that is one (a subclass of a user subclass)."""
-    classes = [node for node in descendants(module) if isinstance(node, cst.ClassDef)]
+    return lightning_among(class_defs(module), imports, bases)
+
+
+def class_defs(node: cst.CSTNode) -> list[cst.ClassDef]:
+    """The classes defined in a tree, nested ones too, in source order."""
+    return [item for item in descendants(node) if isinstance(item, cst.ClassDef)]
+
+
+def lightning_among(
+    classes: Sequence[cst.ClassDef], imports: ImportTable, bases: frozenset[str] = LIGHTNING_MODULES,
+) -> dict[str, cst.ClassDef]:
+    """``lightning_classes`` of a file whose classes (in source order) are ``classes``."""
     found: dict[str, cst.ClassDef] = {}
     changed = True
     while changed:  # a subclass may come before its base in the file

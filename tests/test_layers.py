@@ -45,8 +45,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     # what runs the units: the tracing runner, the repair loop, the lint engine, the reports
     ("engines", (
-        "repairbot.trace.runner", "repairbot.loop", "repairbot.lint.engine", "repairbot.lint.files",
-        "repairbot.lint.run", "repairbot.output.report", "repairbot.output.markdown",
+        "repairbot.trace.runner", "repairbot.loop", "repairbot.lint.engine", "repairbot.lint.incremental",
+        "repairbot.lint.files", "repairbot.lint.run", "repairbot.output.report", "repairbot.output.markdown",
         "repairbot.output.sarif", "repairbot.output.git", "repairbot.output.paths",
     )),
     # the ways in: the API, the CLI, the LSP server, the GitHub Action's stages

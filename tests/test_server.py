@@ -147,6 +147,57 @@ async def test_change_and_save_relint(tmp_path: Path) -> None:
         assert [d.code for d in await diagnostics(client, uri)] == ["exp-minus-one"]
 
 
+async def published(client: LanguageClient, uri: str, version: int, timeout: float = 30) -> Sequence[types.Diagnostic]:
+    """The diagnostics published for this version of the document."""
+    async def wait() -> Sequence[types.Diagnostic]:
+        while True:
+            params = await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+            if params.uri == uri and params.version == version:
+                return list(params.diagnostics)
+    return await asyncio.wait_for(wait(), timeout)
+
+
+def _replaced(text: str, old: str, new: str) -> tuple[types.Range, str, str]:
+    """The range (UTF-16 units, ASCII here) of the first ``old`` in ``text``, ``new``, the new text."""
+    start = text.index(old)
+    line, column = text.count("\n", 0, start), start - (text.rfind("\n", 0, start) + 1)
+    end_line = line + old.count("\n")
+    end_column = (column + len(old)) if "\n" not in old else len(old) - old.rfind("\n") - 1
+    where = types.Range(start=types.Position(line=line, character=column), end=types.Position(line=end_line, character=end_column))
+    return where, new, text.replace(old, new, 1)
+
+
+@pytest.mark.asyncio
+async def test_edits_publish_what_a_fresh_open_of_the_text_publishes(tmp_path: Path) -> None:
+    """Each change is linted from the last lint (the statement it touched parsed again): the
+    diagnostics after every partial change are those of the same text opened afresh."""
+    text = "import torch\n\n\n" + "".join(
+        f"def step{n}(model, x):\n    y = torch.exp(x) - {n}\n    return y\n\n\n" for n in range(6)
+    )
+    changes = [
+        ("- 2", "- 1"),  # a new finding in one function
+        ("def step3(model, x):", "def step3(model, x:"),  # broken
+        ("def step3(model, x:", "def step3(model, x):"),  # fixed again
+        ("    return y\n\n\ndef step5", "    return y  # repairbot: ignore\n    z = torch.log(1 + x)\n\n\ndef step5"),
+        ("import torch\n", "import torch\nimport numpy as np\n"),  # an import: every statement again
+        ("- 0", "- 1  # repairbot: ignore[exp-minus-one]"),
+    ]
+    async with session(options={"debounceMs": 0}) as client:
+        uri = opened(client, tmp_path / "train.py", text)
+        await published(client, uri, 1)
+        for version, (old, new) in enumerate(changes, start=2):
+            where, replacement, text = _replaced(text, old, new)
+            client.text_document_did_change(types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangePartial(range=where, text=replacement)],
+            ))
+            after = await published(client, uri, version)
+            fresh = opened(client, tmp_path / f"fresh{version}.py", text)
+            assert after == await published(client, fresh, 1), (version, text)
+            client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=fresh)))
+        assert {d.code for d in after} == {"exp-minus-one", "log-one-plus"}
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
 async def test_fixes_equal_lint_fix_byte_for_byte(tmp_path: Path, newline: str) -> None:

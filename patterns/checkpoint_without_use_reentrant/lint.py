@@ -7,7 +7,7 @@ import libcst as cst
 
 from repairbot.analysis import argument, keyword_arg
 from repairbot.codemod import append_keyword
-from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
+from repairbot.lint.rule import Invalid, LintRule, Scope, Severity, Valid
 from repairbot.types import Applicability
 
 _CHECKPOINTS = {"torch.utils.checkpoint.checkpoint": None, "torch.utils.checkpoint.checkpoint_sequential": 3}
@@ -46,6 +46,7 @@ class CheckpointWithoutUseReentrant(LintRule):
     ID = "checkpoint-without-use-reentrant"
     SEVERITY = Severity.WARNING
     TITLE = "torch.utils.checkpoint without an explicit use_reentrant"
+    SCOPE = Scope.STATEMENT  # each finding reads its own statement and the imports alone
     MESSAGE = "checkpoint without use_reentrant"
     APPLICABILITY = Applicability.SAFE
     REQUIRES = (b"checkpoint",)  # not `checkpoint(`: `from ... import checkpoint as ckpt; ckpt(f, x)`

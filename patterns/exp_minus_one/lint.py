@@ -8,7 +8,7 @@ import libcst as cst
 
 from repairbot.analysis import is_method_call, number, receiver
 from repairbot.codemod import method_call
-from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
+from repairbot.lint.rule import Invalid, LintRule, Scope, Severity, Valid
 from repairbot.types import Applicability
 
 # `exp` then, anywhere later (the call may span lines: `torch.exp(\n...\n) - 1`), a `-` and a 1
@@ -42,6 +42,7 @@ class ExpMinusOne(LintRule):
     ID = "exp-minus-one"
     SEVERITY = Severity.INFORMATION
     TITLE = "torch.exp(x) - 1 instead of torch.expm1(x)"
+    SCOPE = Scope.STATEMENT  # each finding reads its own statement and the imports alone
     MESSAGE = "torch.exp(x) - 1 is inaccurate for small x: use torch.expm1(x)"
     APPLICABILITY = Applicability.UNSAFE
 

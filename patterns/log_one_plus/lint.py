@@ -8,7 +8,7 @@ import libcst as cst
 
 from repairbot.analysis import is_method_call, number, receiver
 from repairbot.codemod import method_call
-from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
+from repairbot.lint.rule import Invalid, LintRule, Scope, Severity, Valid
 from repairbot.types import Applicability
 
 _LOG = re.compile(rb"\blog\b")
@@ -52,6 +52,7 @@ class LogOnePlus(LintRule):
     ID = "log-one-plus"
     SEVERITY = Severity.INFORMATION
     TITLE = "torch.log(1 + x) instead of torch.log1p(x)"
+    SCOPE = Scope.STATEMENT  # each finding reads its own statement and the imports alone
     MESSAGE = "torch.log(1 + x) is inaccurate for small x: use torch.log1p(x)"
     APPLICABILITY = Applicability.UNSAFE
 

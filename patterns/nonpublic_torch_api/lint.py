@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from repairbot.analysis import dotted_name, reference_head, torch_reference, whole_reference
-from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
+from repairbot.lint.rule import Invalid, LintRule, Scope, Severity, Valid
 from repairbot.types import Applicability
 
 _PACKAGES = ("torch", "torchvision", "torchaudio", "torchtext")
@@ -72,6 +72,7 @@ class NonpublicTorchApi(LintRule):
     ID = "nonpublic-torch-api"
     SEVERITY = Severity.INFORMATION
     TITLE = "An import or use of a private torch module or name"
+    SCOPE = Scope.STATEMENT  # each finding reads its own statement and the imports alone
     MESSAGE = "this is a private torch API: it can change or go away without notice"
     APPLICABILITY = Applicability.SAFE
 

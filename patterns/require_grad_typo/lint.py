@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from repairbot.analysis import assigned_targets
-from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
+from repairbot.lint.rule import Invalid, LintRule, Scope, Severity, Valid
 from repairbot.types import Applicability
 
 
@@ -32,6 +32,7 @@ class RequireGradTypo(LintRule):
     ID = "require-grad-typo"
     SEVERITY = Severity.WARNING
     TITLE = "An assignment to .require_grad (typo of requires_grad)"
+    SCOPE = Scope.STATEMENT  # each finding reads its own statement and the imports alone
     MESSAGE = "`require_grad` is a typo of `requires_grad`: this changes nothing"
     APPLICABILITY = Applicability.SAFE
     REQUIRES = (b"require_grad",)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
+from repairbot.lint.rule import Invalid, LintRule, Scope, Severity, Valid
 from repairbot.types import Applicability
 
 # Classification builders whose `pretrained=True` meant the IMAGENET1K_V1 weights (torchvision's
@@ -86,6 +86,7 @@ class TorchvisionPretrained(LintRule):
     ID = "torchvision-pretrained"
     SEVERITY = Severity.HINT
     TITLE = "torchvision model built with the deprecated pretrained= argument"
+    SCOPE = Scope.STATEMENT  # each finding reads its own statement and the imports alone
     MESSAGE = "`pretrained=` is deprecated: pass `weights=`"
     APPLICABILITY = Applicability.SAFE
     REQUIRES = (b"torchvision",)  # not b"pretrained": `resnet50(True)` passes it positionally

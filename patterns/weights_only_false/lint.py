@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from repairbot.analysis import is_false, keyword_arg
-from repairbot.lint.rule import Invalid, LintRule, Severity, Valid
+from repairbot.lint.rule import Invalid, LintRule, Scope, Severity, Valid
 
 
 class WeightsOnlyFalse(LintRule):
@@ -44,6 +44,7 @@ class WeightsOnlyFalse(LintRule):
     ID = "weights-only-false"
     SEVERITY = Severity.WARNING
     TITLE = "torch.load with weights_only=False (arbitrary code on load)"
+    SCOPE = Scope.STATEMENT  # each finding reads its own statement and the imports alone
     MESSAGE = "weights_only=False unpickles arbitrary objects: loading runs code from the file"
     REQUIRES = ((b"weights_only", b"pickle_module"),)
 

@@ -13,7 +13,7 @@ import enum
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -125,11 +125,22 @@ def import_table(module: cst.Module) -> ImportTable:
     return ImportTable(cst.Module(body=[cst.SimpleStatementLine(body=found)] if found else []))
 
 
-def run_rules(module: cst.Module, rules: Sequence[type[LintRule]], path: Path, package: str | None) -> list[Report]:
+def run_rules(
+    module: cst.Module,
+    rules: Sequence[type[LintRule]],
+    path: Path,
+    package: str | None,
+    context: FileContext | None = None,
+    only: Sequence[cst.BaseStatement] | None = None,
+) -> list[Report]:
     """Every report of ``rules`` on a parsed module, in one walk; each report and each node its
     fix swaps carries the statement path that holds it (``Report.statements``, ``Report.held``),
-    so that positions are computed for those statements alone."""
-    context = FileContext(path=path, module=module, imports=import_table(module), package=package)
+    so that positions are computed for those statements alone. ``context``: the file's, where
+    the caller made it (``repairbot.lint.incremental`` shares one between walks); ``only``: walk
+    these top-level statements of the module alone (the rules' Module handlers still run),
+    for rules whose reports in a statement depend on nothing else (``Scope.STATEMENT``)."""
+    if context is None:
+        context = FileContext(path=path, module=module, imports=import_table(module), package=package)
     instances = [rule(context) for rule in rules]
     visits: dict[type[cst.CSTNode], list[Handler]] = defaultdict(list)
     leaves: dict[type[cst.CSTNode], list[Handler]] = defaultdict(list)
@@ -137,7 +148,17 @@ def run_rules(module: cst.Module, rules: Sequence[type[LintRule]], path: Path, p
         for kind, node_class, name in _handler_table(type(instance)):
             (visits if kind == "visit" else leaves)[node_class].append(getattr(instance, name))
     paths: dict[cst.CSTNode, tuple[cst.CSTNode, ...]] = {}
-    walk(module, visits, leaves, context.stack, statement_path, paths)
+    if only is None:
+        walk(module, visits, leaves, context.stack, statement_path, paths)
+    else:
+        context.stack[:] = [module]
+        for handler in visits.get(cst.Module, ()):
+            handler(module)
+        for statement in only:
+            walk(statement, visits, leaves, context.stack, statement_path, paths)
+        for handler in leaves.get(cst.Module, ()):
+            handler(module)
+        context.stack.clear()
     reports = [report for instance in instances for report in instance.reports]
     for report in reports:
         # a report made in leave_Module has no statement of its own: where its node was met
@@ -166,13 +187,27 @@ def common_ends(before: str, after: str) -> tuple[int, int]:
     """The lengths of the longest common prefix and (in what is left) common suffix of two
     texts: what stays when ``before`` becomes ``after`` by one replacement."""
     limit = min(len(before), len(after))
-    prefix = 0
-    while prefix < limit and before[prefix] == after[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
-        suffix += 1
+    prefix = _common_length(before, after, limit, lambda text, start, end: text[start:end])
+    # the suffix, compared on the texts' ends (position i counts back from the end)
+    suffix = _common_length(
+        before, after, limit - prefix, lambda text, start, end: text[len(text) - end : len(text) - start],
+    )
     return prefix, suffix
+
+
+def _common_length(before: str, after: str, limit: int, part: Callable[[str, int, int], str]) -> int:
+    """How far (at most ``limit``) ``part`` of the two texts agrees: compared a block at a time
+    (a string comparison runs in C), then the first differing block a character at a time."""
+    length, block = 0, 4096
+    while length < limit:
+        end = min(limit, length + block)
+        if part(before, length, end) == part(after, length, end):
+            length = end
+            continue
+        if block == 1:
+            break
+        block //= 16
+    return length
 
 
 def _edit(before: str, after: str) -> TextEdit:
@@ -259,17 +294,37 @@ def statement_positions(
             if statement in done:
                 break
             done.add(statement)
-            state = PositionProvidingCodegenState(
-                default_indent=module.default_indent, default_newline=module.default_newline, provider=provider,
-            )
-            state.indent_tokens = list(indents)
             first = _first_line(statement, node)
-            state.line = first
-            statement._codegen(state)
-            code = "".join(state.tokens)
-            source = "".join(lines[first - 1 : state.line - 1])  # the code ends with its newline
+            code, end = _generate(module, statement, provider, indents, first)
+            source = "".join(lines[first - 1 : end - 1])  # the code ends with its newline
             if source != code and source + module.default_newline != code:
                 return None
+    return computed
+
+
+def _generate(
+    module: cst.Module, statement: cst.BaseStatement, provider: PositionProvider, indents: Sequence[str], first: int,
+) -> tuple[str, int]:
+    """The code of one statement of ``module`` (inside blocks of ``indents``), generated from
+    line ``first`` with ``provider`` recording its nodes' ranges; and the line after it."""
+    state = PositionProvidingCodegenState(
+        default_indent=module.default_indent, default_newline=module.default_newline, provider=provider,
+    )
+    state.indent_tokens = list(indents)
+    state.line = first
+    statement._codegen(state)
+    return "".join(state.tokens), state.line
+
+
+def top_level_ranges(module: cst.Module, statement: cst.BaseStatement, first: int) -> dict[cst.CSTNode, CodeRange] | None:
+    """The ranges of the nodes of one top-level statement of ``module`` whose code (its blank
+    and comment lines before it included) starts on line ``first``; None with a LibCST
+    without the internals this reads (the caller then computes every position)."""
+    provider = PositionProvider()
+    computed = getattr(provider, "_computed", None)
+    if not isinstance(computed, dict):
+        return None
+    _generate(module, statement, provider, (), first)
     return computed
 
 
@@ -302,10 +357,14 @@ def needed_positions(
     return positions(module)
 
 
+# where nodes are: (the nodes, the statement paths that hold them) -> ranges of at least those
+Locate = Callable[[set[cst.CSTNode], set[tuple[cst.CSTNode, ...]]], Mapping[cst.CSTNode, CodeRange]]
+
+
 class _Pass:
     """One lint of one version of the file: its reports with positions, minus suppressed ones."""
 
-    def __init__(self, module: cst.Module, text: str, reports: list[Report]) -> None:
+    def __init__(self, module: cst.Module, text: str, reports: list[Report], locate: Locate | None = None) -> None:
         self.module = module
         self.reports: list[tuple[Report, CodeRange]] = []
         self.positions: Mapping[cst.CSTNode, CodeRange] = {}
@@ -313,7 +372,7 @@ class _Pass:
             return
         needed = {node for report in reports for node in (report.node, *report.replacements())}
         hints = {path for report in reports for path in (report.statements, *report.held) if path}
-        self.positions = needed_positions(module, text, needed, hints)
+        self.positions = (locate or functools.partial(needed_positions, module, text))(needed, hints)
         lines = text.split("\n")
         for report in reports:
             where = self.positions[report.node]

@@ -14,6 +14,12 @@ user documentation, in fixed sections (``What it finds``, ``Why it matters``, ``
 - ``REQUIRES``: byte strings a file must contain for the rule to possibly fire (each entry, or
   any of a tuple entry), checked before the file is parsed;
 - ``VALID`` / ``INVALID``: examples, run by one parametrised test (``tests/test_lint_rules.py``);
+- ``SCOPE``: what its findings depend on (``Scope``; default ``MODULE``). ``STATEMENT`` lets the
+  server (``repairbot.lint.incremental``) re-run the rule on the top-level statements an edit
+  touched alone and keep its reports of the others: the rule has no ``leave_Module``, reports
+  only inside statements, and reads nothing of the file beyond the statement being walked but
+  ``context.imports``, ``path``, ``package``, ``string_literal`` and ``lightning_hook``
+  (``tests/test_incremental.py`` checks every such rule on the tests' real files);
 - ``visit_<Node>`` / ``leave_<Node>`` methods named as LibCST's visitors name them.
 
 The engine parses each file once and walks it once for all the rules, calling every rule's
@@ -60,6 +66,14 @@ class Severity(enum.StrEnum):
     @property
     def sarif_level(self) -> str:
         return {"error": "error", "warning": "warning"}.get(self.value, "note")
+
+
+class Scope(enum.Enum):
+    """What a rule's reports in one top-level statement depend on: the whole module, or that
+    statement and the file's imports alone (see the module docstring)."""
+
+    MODULE = "module"
+    STATEMENT = "statement"
 
 
 @dataclass(frozen=True)
@@ -189,14 +203,24 @@ class FileContext:
         """``text`` quoted as the file mostly quotes its strings (``codemod.string_literal``,
         counted with the fast walk and once per file: LibCST's matchers take seconds on a big file)."""
         if self._quote is None:
-            single = double = 0
-            for node in descendants(self.module):
-                if type(node) is cst.SimpleString:
-                    quote = node.quote
-                    single += quote == "'"
-                    double += quote == '"'
-            self._quote = "'" if single > double else '"'
+            self._quote = majority_quote(*quote_counts(self.module))
         return f"{self._quote}{text}{self._quote}"
+
+
+def quote_counts(node: cst.CSTNode) -> tuple[int, int]:
+    """How many single- and double-quoted simple strings a tree holds."""
+    single = double = 0
+    for item in descendants(node):
+        if type(item) is cst.SimpleString:
+            quote = item.quote
+            single += quote == "'"
+            double += quote == '"'
+    return single, double
+
+
+def majority_quote(single: int, double: int) -> str:
+    """The quote a file mostly uses (double where they tie)."""
+    return "'" if single > double else '"'
 
 
 class LintRule(Unit):
@@ -218,6 +242,7 @@ class LintRule(Unit):
     APPLICABILITY: ClassVar[Applicability] = Applicability.NONE
     SEVERITY: ClassVar[Severity] = Severity.WARNING
     REQUIRES: ClassVar[tuple[bytes | tuple[bytes, ...], ...]] = ()
+    SCOPE: ClassVar[Scope] = Scope.MODULE
     VALID: ClassVar[Sequence[Valid]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
 

@@ -4,7 +4,9 @@ their fixes as code actions.
 Linting runs in a worker thread so that the server keeps answering while it works; a result
 for a version of the document the editor has already replaced is thrown away. The engine is
 ``repairbot.lint.engine.lint_bytes``, the one ``repairbot lint`` runs, so the findings, the
-noqa comments and the fixed text are the same.
+noqa comments and the fixed text are the same; a document's diagnostics after a change come
+from its ``repairbot.lint.incremental.IncrementalLinter``, which redoes only what the change
+can alter and gives ``lint_bytes``'s result exactly.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from repairbot.lint.engine import (
     uniform_line_endings,
 )
 from repairbot.lint.files import config_for
+from repairbot.lint.incremental import IncrementalLinter
 from repairbot.lint.rule import LintRule
 from repairbot.lint.selection import Layer, unknown
 from repairbot.notebook import Location, Notebook, from_cells
@@ -147,6 +150,8 @@ class RepairbotServer(LanguageServer):
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="repairbot-lint")
         self.pending: dict[str, asyncio.Task[None]] = {}
         self.warned: set[str] = set()
+        # each open document's last lint, which its next one builds on (the worker's; a close drops it)
+        self.linters: dict[str, IncrementalLinter] = {}
         # log messages of the worker thread, sent from the event loop (the writer is not thread-safe)
         self.logs: list[types.LogMessageParams] = []
         self.history = FixHistory()  # the hovers' past fixes, read again only when they change
@@ -197,7 +202,7 @@ class RepairbotServer(LanguageServer):
         if skip is not None:
             return skip
         body, bom = (text[1:], True) if text.startswith(_BOM) else (text, False)
-        result = lint_text(body, path, self.rules_for(path), FixLevel.NONE)
+        result = self.linter_for(uri, path).lint(body.encode("utf-8"))
         lines = lsp_lines(body)
         found = [diagnostic(f, lines, self.codec, self.settings.docs_url) for f in result.findings]
         if bom:  # the editor kept the BOM as a character of the first line
@@ -207,6 +212,15 @@ class RepairbotServer(LanguageServer):
                     position.character += shift if position.line == 0 else 0
         self.log_error(result)
         return found
+
+    def linter_for(self, uri: str, path: Path) -> IncrementalLinter:
+        """The document's incremental linter (as ``lint_text`` lints it); a new one where its
+        path or its rules changed (a pyproject.toml read again, new settings)."""
+        rules, package = self.rules_for(path), package_of(path.parent)
+        linter = self.linters.get(uri)
+        if linter is None or (linter.path, linter.rules, linter.package) != (path, rules, package):
+            linter = self.linters[uri] = IncrementalLinter(path, path.name, rules, package)
+        return linter
 
     def log_error(self, result: FileResult) -> None:
         if result.error:
@@ -275,6 +289,7 @@ class RepairbotServer(LanguageServer):
         waiting = self.pending.pop(uri, None)
         if waiting is not None:
             waiting.cancel()
+        self.linters.pop(uri, None)
         for document in shown:
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=document, diagnostics=[]))
 
