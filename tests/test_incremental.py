@@ -77,6 +77,7 @@ def test_statement_rules_are_declared_where_they_may_be() -> None:
         assert not hasattr(rule, "leave_Module"), f"{rule.ID}: a Scope.STATEMENT rule decides nothing at the module's end"
 
 
+@pytest.mark.slow  # the whole suite's: many full lints each (the quick subset keeps the targeted tests)
 @pytest.mark.parametrize("rule", STATEMENT_RULES, ids=lambda rule: rule.ID)
 def test_statement_rules_report_on_a_statement_what_they_report_in_the_whole_module(rule: type[LintRule]) -> None:
     """Each top-level statement linted in a module of it and the statements that hold imports
@@ -270,6 +271,7 @@ def _edited(text: str, rounds: int, seed: int) -> tuple[int, int]:
     return kept, checked
 
 
+@pytest.mark.slow  # the whole suite's: many full lints each (the quick subset keeps the targeted tests)
 @pytest.mark.parametrize("index", range(6))
 def test_random_edits_of_real_files_lint_as_the_whole_file_does(index: int) -> None:
     path = _fuzz_files()[index]
@@ -277,6 +279,7 @@ def test_random_edits_of_real_files_lint_as_the_whole_file_does(index: int) -> N
     assert kept, f"no edit of {path} ({checked}) was linted incrementally"
 
 
+@pytest.mark.slow  # the whole suite's: many full lints each (the quick subset keeps the targeted tests)
 @pytest.mark.parametrize("seed", range(2))
 def test_random_edits_of_the_benchmark_file_lint_as_the_whole_file_does(seed: int) -> None:
     kept, checked = _edited(generated_module(150), 25, seed=100 + seed)

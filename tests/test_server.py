@@ -18,8 +18,9 @@ pytest.importorskip("pygls")
 pytest.importorskip("pytest_lsp")
 
 from lsprotocol import types
+from pygls.protocol import default_converter
 from pytest_lsp import LanguageClient, client_capabilities
-from pytest_lsp.client import make_test_lsp_client
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = [sys.executable, "-m", "repairbot", "server"]
@@ -34,6 +35,23 @@ SCRIPT = (
     '\tvar = torch.exp(x) - 1\n'
     '\treturn var\n'
 )
+
+
+# every diagnostics notification, by document and version: two that come in one read (a closed
+# document's, then a changed one's) would wake one waiter of ``wait_for_notification`` only
+PUBLISHED: dict[LanguageClient, dict[tuple[str, int | None], Sequence[types.Diagnostic]]] = {}
+
+
+def _recorded(client: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
+    client.diagnostics[params.uri] = params.diagnostics
+    PUBLISHED.setdefault(client, {})[(params.uri, params.version)] = params.diagnostics
+
+
+def make_test_lsp_client() -> LanguageClient:
+    """pytest-lsp's test client, recording every diagnostics notification (``PUBLISHED``)."""
+    client = LanguageClient(converter_factory=default_converter)
+    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _recorded})
+    return client
 
 
 @asynccontextmanager
@@ -56,14 +74,15 @@ async def session(
     finally:
         await client.shutdown_session()
         await client.stop()
+        PUBLISHED.pop(client, None)
 
 
 async def diagnostics(client: LanguageClient, uri: str, timeout: float = 20) -> Sequence[types.Diagnostic]:
     """The next diagnostics published for ``uri``."""
     client.diagnostics.pop(uri, None)
     async def wait() -> Sequence[types.Diagnostic]:
-        while uri not in client.diagnostics:
-            await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        while uri not in client.diagnostics:  # polled: see PUBLISHED
+            await asyncio.sleep(0.01)
         return client.diagnostics[uri]
     return await asyncio.wait_for(wait(), timeout)
 
@@ -150,10 +169,9 @@ async def test_change_and_save_relint(tmp_path: Path) -> None:
 async def published(client: LanguageClient, uri: str, version: int, timeout: float = 30) -> Sequence[types.Diagnostic]:
     """The diagnostics published for this version of the document."""
     async def wait() -> Sequence[types.Diagnostic]:
-        while True:
-            params = await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-            if params.uri == uri and params.version == version:
-                return list(params.diagnostics)
+        while (uri, version) not in PUBLISHED.get(client, {}):
+            await asyncio.sleep(0.01)
+        return list(PUBLISHED[client][(uri, version)])
     return await asyncio.wait_for(wait(), timeout)
 
 
