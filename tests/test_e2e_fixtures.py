@@ -1,9 +1,12 @@
 """Every fixture, repaired for real: ``repairbot fix`` in a temporary git repository (needs torch).
 
 Checks the exit code, status, stop reason, applied patterns, changed files and line counts,
-that the user's checkout is exactly as it was, and that the fix branch really runs (a plain
-``python train.py``, in a process of its own). The CLI runs in the test's process, its runs forked
-from one warm server per worker (``run_cli_in_process``); the quick fixture and the tests below
+that the user's checkout is exactly as it was, and that the fix branch really runs: a plain
+``python train.py`` with no harness, forked from a per-worker server that imported torch once
+(``plain_runner``; tests/test_plain_fork.py checks such a fork against a fresh interpreter), and
+in a fresh process under a launcher (torchrun). Checkpoint makers run forked from that server too.
+The CLI runs in the test's process, its runs forked from one warm server per worker
+(``run_cli_in_process``); the quick fixture and the tests of the entry point's output
 run it as a user does, ``python -m repairbot``.
 """
 
@@ -21,6 +24,7 @@ from repairbot.launchers import parse_launcher
 from tests.support import (
     PYTHON,
     Fixture,
+    PlainForkServer,
     SharedWarmRunner,
     fixtures,
     git,
@@ -46,19 +50,21 @@ def launcher_words(text: str | None) -> list[str]:
     return parse_launcher(text).command()[0] if text else []
 
 
-def prepare(fixture: Fixture, tmp_path: Path) -> Path:
-    return prepare_fixture(fixture, tmp_path / "repo")
+def prepare(fixture: Fixture, tmp_path: Path, runner: PlainForkServer | None = None) -> Path:
+    return prepare_fixture(fixture, tmp_path / "repo", runner)
 
 
 @pytest.mark.parametrize(
     "fixture",
     [pytest.param(f, id=f.name, marks=[pytest.mark.quick] if f.name == QUICK_FIXTURE else []) for f in FIXTURES],
 )
-def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
+def test_fixture_is_repaired_on_a_new_branch(
+    fixture: Fixture, tmp_path: Path, shared_runner: SharedWarmRunner, plain_runner: PlainForkServer,
+) -> None:
     config = fixture.config
     if reason := unmet_requirement(config.get("requires", ())):
         pytest.skip(reason)
-    repo = prepare(fixture, tmp_path)
+    repo = prepare(fixture, tmp_path, plain_runner)
     before = snapshot(repo)
     report_path = tmp_path / "report.json"
     # `module`: the fixture runs as `python -m MODULE` (fix -m), with `env` added (PYTHONPATH=src)
@@ -138,11 +144,14 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, s
     # The fix branch really runs, as a plain `python train.py` (under its launcher) in a checkout of it.
     worktree = tmp_path / "fixed"
     git(repo, "worktree", "add", "-q", str(worktree), branch)
-    plain = subprocess.run(
-        [PYTHON, *launcher_words(config.get("launcher")), *target, *config.get("args", [])],
-        cwd=worktree, capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, **config.get("env", {})},
-    )
+    env = {**os.environ, **config.get("env", {})}
+    if config.get("launcher"):  # the launcher starts processes of its own: a fresh interpreter
+        plain = subprocess.run(
+            [PYTHON, *launcher_words(config["launcher"]), *target, *config.get("args", [])],
+            cwd=worktree, capture_output=True, text=True, timeout=300, check=False, env=env,
+        )
+    else:  # a fork of the warm plain server, no harness (checked equivalent to a fresh one)
+        plain = plain_runner.run(*target, *config.get("args", []), cwd=worktree, env=env, timeout=300)
     assert plain.returncode == 0, plain.stderr[-3000:]
 
 
