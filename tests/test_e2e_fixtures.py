@@ -6,8 +6,8 @@ that the user's checkout is exactly as it was, and that the fix branch really ru
 (``plain_runner``; tests/test_plain_fork.py checks such a fork against a fresh interpreter), and
 in a fresh process under a launcher (torchrun). Checkpoint makers run forked from that server too.
 The CLI runs in the test's process, its runs forked from one warm server per worker
-(``run_cli_in_process``); the quick fixture and the tests of the entry point's output
-run it as a user does, ``python -m repairbot``.
+(``run_cli_in_process``); the quick fixture and the test of ``--json -`` (stdout holds the JSON
+alone) run it as a user does, ``python -m repairbot``.
 """
 
 from __future__ import annotations
@@ -155,11 +155,11 @@ def test_fixture_is_repaired_on_a_new_branch(
     assert plain.returncode == 0, plain.stderr[-3000:]
 
 
-def test_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path) -> None:
+def test_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     fixture = next(f for f in FIXTURES if f.name == "cnn_flatten_size")
     repo = prepare(fixture, tmp_path)
     before = snapshot(repo)
-    result = run_cli("fix", "train.py", "--dry-run", "--json", str(tmp_path / "r.json"), cwd=repo)
+    result = run_cli_in_process("fix", "train.py", "--dry-run", "--json", str(tmp_path / "r.json"), cwd=repo, runner=shared_runner)
     assert result.returncode == 0, result.stderr
     assert "--- a/train.py\n+++ b/train.py\n" in result.stdout
     assert "+        self.fc1 = nn.Linear(64 * 8 * 8, 128)" in result.stdout or "64 * 8 * 8" in result.stdout
@@ -171,13 +171,13 @@ def test_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path) -> None:
     assert report["status"] == "fixed" and report["branch"] is None
 
 
-def test_no_branch_writes_the_fix_in_place(tmp_path: Path) -> None:
+def test_no_branch_writes_the_fix_in_place(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     fixture = next(f for f in FIXTURES if f.name == "mlp_other_module")
     repo = prepare(fixture, tmp_path)
     models = repo / "models.py"
     models.chmod(0o640)
     original = models.read_bytes()
-    result = run_cli("fix", "train.py", "--no-branch", cwd=repo)
+    result = run_cli_in_process("fix", "train.py", "--no-branch", cwd=repo, runner=shared_runner)
     assert result.returncode == 0, result.stdout + result.stderr
     new = models.read_bytes()
     assert new != original and b"nn.Linear(256, 10)" in new
