@@ -5,9 +5,12 @@ The tests run many fixed scripts plainly (does the fix branch really run?) and m
 makers; a fresh interpreter pays ~1.3 CPU-s of ``import torch`` each time. Started by
 ``tests.support.PlainForkServer`` as ``python tests/plain_fork_server.py``; one JSON line per run
 on stdin, ``{"argv", "cwd", "env", "stdout", "stderr"}``, answered by ``{"pid"}`` (the run's, in a
-session of its own) and then ``{"status"}`` (the exit code, or minus the signal that ended it). tests/test_plain_fork.py checks that a probe
-script run here and in a fresh interpreter gives the same argv, path, cwd, globals, environment,
-output and exit code. Runs as the scripts' interpreter does, so it imports nothing of repairbot.
+session of its own) and then ``{"status"}`` (the exit code, or minus the signal that ended it),
+or by ``{"shadowed": NAME}`` where the run's own folders hold a module of a name the server
+imported (a fork would use the server's): the client then runs it fresh. tests/test_plain_fork.py
+checks that a probe script run here and in a fresh interpreter gives the same argv, path, cwd,
+globals, environment, output and exit code. Runs under the scripts' interpreter and imports no
+repairbot package (only the standard-library-only harness file fresh_state.py, by path).
 """
 
 import contextlib
@@ -48,14 +51,37 @@ def _base_path():
     return [p for p in sys.path[1:] if p not in own]
 
 
-def _python_path(env):
+def _python_path(env, cwd):
     """PYTHONPATH's entries as site makes them: absolute (an empty one is the working directory)."""
     entries = []
     for entry in env.get("PYTHONPATH", "").split(os.pathsep) if env.get("PYTHONPATH") else []:
-        path = os.path.abspath(entry)
+        path = os.path.normpath(os.path.join(cwd, entry))
         if path not in entries:
             entries.append(path)
     return entries
+
+
+def _first_paths(argv, cwd, env):
+    """The sys.path entries that a fresh ``python *argv`` puts before the interpreter's own."""
+    if argv[0] == "-m":
+        first = cwd
+    elif argv[0] == "-c":
+        first = cwd  # "": the working directory
+    else:
+        first = os.path.dirname(os.path.realpath(os.path.join(cwd, argv[0])))
+    return [first, *_python_path(env, cwd)]
+
+
+def _shadowed(preloaded, argv, cwd, env):
+    """A module the server imported that the run's own folders would give another file for
+    (a project's ``numpy.py``): a fork would use the server's; None when there is none."""
+    from importlib.machinery import PathFinder
+
+    paths = _first_paths(argv, cwd, env)
+    for name in sorted(preloaded):
+        if PathFinder.find_spec(name, paths) is not None:
+            return name
+    return None
 
 
 def _fresh_main():
@@ -69,7 +95,7 @@ def _run(argv, base_path):
     """Become ``python *argv``: sys.argv, sys.path, __main__ as the interpreter sets them, then run."""
     import runpy
 
-    env_path = _python_path(os.environ)
+    env_path = _python_path(os.environ, os.getcwd())
     if argv[0] == "-m":
         sys.argv = ["-m", *argv[2:]]  # runpy puts the module's file in argv[0], as `python -m` does
         sys.path[:] = [os.getcwd(), *env_path, *base_path]
@@ -185,10 +211,17 @@ def serve():
     os.dup2(null, 1)
     _warm_up()
     base_path = _base_path()
+    stdlib = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+    preloaded = {name.partition(".")[0] for name in sys.modules} - stdlib - {"__main__"}
     replies.write(json.dumps({"ready": True}) + "\n")
     replies.flush()
     for line in requests:
         request = json.loads(line)
+        shadowed = _shadowed(preloaded, request["argv"], request["cwd"], request["env"])
+        if shadowed:
+            replies.write(json.dumps({"shadowed": shadowed}) + "\n")
+            replies.flush()
+            continue
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()

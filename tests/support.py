@@ -268,7 +268,13 @@ class PlainForkServer:
             }
             server.stdin.write(json.dumps(request) + "\n")
             server.stdin.flush()
-            pid = self._reply(server)["pid"]
+            started = self._reply(server)
+            if "shadowed" in started:  # the project has a module of a name the server imported
+                return subprocess.run(
+                    [PYTHON, *argv], cwd=cwd, env=request["env"], capture_output=True, text=True,
+                    timeout=timeout, check=False,
+                )
+            pid = started["pid"]
             ready, _, _ = select.select([server.stdout], [], [], timeout)
             if not ready:  # the run hangs: kill it (its own session), as subprocess's timeout would
                 with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -115,3 +115,13 @@ def test_a_run_past_its_timeout_is_killed_and_the_server_serves_on(server: Plain
     with pytest.raises(subprocess.TimeoutExpired):
         server.run("-c", "import time; time.sleep(60)", cwd=tmp_path, timeout=1)
     assert server.run("-c", "print('next')", cwd=tmp_path).stdout == "next\n"
+
+
+def test_a_project_module_named_like_one_the_server_imported_is_the_projects(
+    server: PlainForkServer, project: Path,
+) -> None:
+    (project / "scripts" / "numpy.py").write_text("print('the project numpy')\n")
+    fresh, forked = both(server, ["scripts/probe.py"], project, dict(os.environ))
+    assert forked == fresh
+    assert fresh[1].startswith("the project numpy\n")
+    assert json.loads(fresh[1].splitlines()[1])["numpy_file"] == str(project / "scripts" / "numpy.py")
