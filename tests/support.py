@@ -1,5 +1,6 @@
 """Helpers for the tests: temporary git repositories, snapshots of a user's checkout, running
-the real CLI, CUDA-tagged checkpoints made on the CPU, and discovery of cases and fixtures."""
+the real CLI, plain script runs forked from a warm torch server, CUDA-tagged checkpoints made on
+the CPU, and discovery of cases and fixtures."""
 
 from __future__ import annotations
 
