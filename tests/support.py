@@ -263,16 +263,14 @@ class PlainForkServer:
         assert server.stdin is not None and server.stdout is not None
         with tempfile.TemporaryDirectory(prefix="plain-run-") as scratch:
             stdout, stderr = Path(scratch, "stdout"), Path(scratch, "stderr")
-            request = {
-                "argv": list(argv), "cwd": str(cwd), "env": dict(os.environ if env is None else env),
-                "stdout": str(stdout), "stderr": str(stderr),
-            }
+            run_env = dict(os.environ if env is None else env)
+            request = {"argv": list(argv), "cwd": str(cwd), "env": run_env, "stdout": str(stdout), "stderr": str(stderr)}
             server.stdin.write(json.dumps(request) + "\n")
             server.stdin.flush()
             started = self._reply(server)
             if "shadowed" in started:  # the project has a module of a name the server imported
                 return subprocess.run(
-                    [PYTHON, *argv], cwd=cwd, env=request["env"], capture_output=True, text=True,
+                    [PYTHON, *argv], cwd=cwd, env=run_env, capture_output=True, text=True,
                     timeout=timeout, check=False,
                 )
             pid = started["pid"]
