@@ -59,11 +59,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     yield
     after = _descendants_cpu()
     # a process that was alive before and after: its growth; one born during the test and still
-    # alive (the warm server a first test starts): all of it; one that ended: reaped into ours
+    # alive (the warm server a first test starts): all of it; one that ended: reaped into ours (or
+    # its parent's), all of its life, less what earlier tests were already charged (the warm
+    # servers a session fixture stops in the last test's teardown)
     grown = sum(seconds - live.get(pid, 0.0) for pid, seconds in after.items())
+    charged = sum(seconds for pid, seconds in live.items() if pid not in after)
     record = {
         "test": item.nodeid,
-        "cpu": round(_own_cpu() - own + max(grown, 0.0), 3),
+        "cpu": round(max(_own_cpu() - own + grown - charged, 0.0), 3),
         "wall": round(psutil.time.monotonic() - start_wall, 3),  # type: ignore[attr-defined]
     }
     with open(path, "a", encoding="utf-8") as out:

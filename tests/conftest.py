@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import SharedWarmRunner, torch_available
+from tests.support import PlainForkServer, SharedWarmRunner, torch_available
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,6 +42,17 @@ def shared_runner() -> Iterator[SharedWarmRunner]:
     from repairbot.api import run_environment  # here: the xdist controller never needs repairbot
 
     runner = SharedWarmRunner(python=sys.executable, env=run_environment())  # started by its first run
+    try:
+        yield runner
+    finally:
+        runner.shut()
+
+
+@pytest.fixture(scope="session")
+def plain_runner() -> Iterator[PlainForkServer]:
+    """Plain runs (``python train.py``, no harness) forked from one server per xdist worker that
+    imported torch once; started by its first run."""
+    runner = PlainForkServer()
     try:
         yield runner
     finally:

@@ -1,13 +1,17 @@
 """Helpers for the tests: temporary git repositories, snapshots of a user's checkout, running
-the real CLI, CUDA-tagged checkpoints made on the CPU, and discovery of cases and fixtures."""
+the real CLI, plain script runs forked from a warm torch server, CUDA-tagged checkpoints made on
+the CPU, and discovery of cases and fixtures."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -117,20 +121,26 @@ def commit_all(path: Path, message: str = "initial") -> str:
     return git(path, "rev-parse", "HEAD").strip()
 
 
-def make_cuda_checkpoint(repo: Path, script: str) -> None:
-    """Run a project's checkpoint maker so that its files look saved on a GPU."""
-    subprocess.run(
-        [PYTHON, "-c", CUDA_CHECKPOINT.format(script=script)], cwd=repo, check=True, capture_output=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
+def _run_checkpoint_maker(repo: Path, argv: list[str], runner: PlainForkServer | None) -> None:
+    """``python *argv`` in ``repo``, fresh or (given ``runner``) forked; a failure raises."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    if runner is None:
+        subprocess.run([PYTHON, *argv], cwd=repo, check=True, capture_output=True, env=env)
+        return
+    result = runner.run(*argv, cwd=repo, env=env)
+    if result.returncode != 0:
+        raise subprocess.CalledProcessError(result.returncode, result.args, result.stdout, result.stderr)
 
 
-def make_plain_checkpoint(repo: Path, script: str) -> None:
+def make_cuda_checkpoint(repo: Path, script: str, runner: PlainForkServer | None = None) -> None:
+    """Run a project's checkpoint maker so that its files look saved on a GPU (given ``runner``,
+    as a fork of its warm server rather than a fresh interpreter)."""
+    _run_checkpoint_maker(repo, ["-c", CUDA_CHECKPOINT.format(script=script)], runner)
+
+
+def make_plain_checkpoint(repo: Path, script: str, runner: PlainForkServer | None = None) -> None:
     """Run a project's checkpoint maker as it is (files saved on the CPU, as on this machine)."""
-    subprocess.run(
-        [PYTHON, script], cwd=repo, check=True, capture_output=True,
-        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-    )
+    _run_checkpoint_maker(repo, [script], runner)
 
 
 @dataclass(frozen=True)
@@ -229,6 +239,84 @@ def run_cli_in_process(
     if result.exception is not None and not isinstance(result.exception, SystemExit) and result.exc_info is not None:
         stderr += "".join(traceback.format_exception(*result.exc_info))
     return subprocess.CompletedProcess([PYTHON, "-m", "repairbot", *args], result.exit_code, result.stdout, stderr)
+
+
+class PlainForkServer:
+    """Runs ``python SCRIPT``, ``python -m MODULE`` or ``python -c CODE`` as a fork of one server
+    that imported torch and numpy once (tests/plain_fork_server.py), with no harness: a plain run
+    without the ~1.3 CPU-s of a fresh interpreter's ``import torch``. tests/test_plain_fork.py
+    checks a forked run against a fresh one. Launchers (torchrun) need a fresh process.
+    """
+
+    SERVER = Path(__file__).resolve().parent / "plain_fork_server.py"
+
+    def __init__(self) -> None:
+        self._server: subprocess.Popen[str] | None = None
+
+    def run(
+        self, *argv: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300,
+    ) -> subprocess.CompletedProcess[str]:
+        """``python *argv`` in ``cwd`` with ``env`` (the whole environment, ``os.environ``'s when None)."""
+        import tempfile
+
+        server = self._start()
+        assert server.stdin is not None and server.stdout is not None
+        with tempfile.TemporaryDirectory(prefix="plain-run-") as scratch:
+            stdout, stderr = Path(scratch, "stdout"), Path(scratch, "stderr")
+            run_env = dict(os.environ if env is None else env)
+            request = {"argv": list(argv), "cwd": str(cwd), "env": run_env, "stdout": str(stdout), "stderr": str(stderr)}
+            server.stdin.write(json.dumps(request) + "\n")
+            server.stdin.flush()
+            started = self._reply(server)
+            if "shadowed" in started:  # the project has a module of a name the server imported
+                return subprocess.run(
+                    [PYTHON, *argv], cwd=cwd, env=run_env, capture_output=True, text=True,
+                    timeout=timeout, check=False,
+                )
+            pid = started["pid"]
+            ready, _, _ = select.select([server.stdout], [], [], timeout)
+            if not ready:  # the run hangs: kill it (its own session), as subprocess's timeout would
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                self._reply(server)
+                raise subprocess.TimeoutExpired([PYTHON, *argv], timeout)
+            code = self._reply(server)["status"]
+            return subprocess.CompletedProcess(
+                [PYTHON, *argv], code, stdout.read_text(errors="replace"), stderr.read_text(errors="replace"),
+            )
+
+    def _reply(self, server: subprocess.Popen[str]) -> dict[str, Any]:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        if not line:
+            self.shut()
+            raise AssertionError("the plain fork server died")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def _start(self) -> subprocess.Popen[str]:
+        if self._server is None or self._server.poll() is not None:
+            self._server = subprocess.Popen(
+                [PYTHON, str(self.SERVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True,
+                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            )
+            assert self._server.stdout is not None
+            if json.loads(self._server.stdout.readline() or "{}").get("ready") is not True:
+                self.shut()
+                raise AssertionError("the plain fork server did not start")
+        return self._server
+
+    def shut(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+        for pipe in (server.stdin, server.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
 def load_toml(path: Path) -> dict[str, Any]:
@@ -376,13 +464,14 @@ def catalogue_generator() -> Any:
     return sys.modules["gen_docs"]
 
 
-def prepare_fixture(fixture: Fixture, repo: Path) -> Path:
-    """A fixture as a committed git repository at ``repo``, with the checkpoints it asks for."""
+def prepare_fixture(fixture: Fixture, repo: Path, runner: PlainForkServer | None = None) -> Path:
+    """A fixture as a committed git repository at ``repo``, with the checkpoints it asks for
+    (made by forks of ``runner`` where given, else by fresh interpreters)."""
     init_repo(repo)
     copy_project(fixture.folder, repo)
     if fixture.config.get("checkpoint"):
-        make_cuda_checkpoint(repo, fixture.config["checkpoint"])
+        make_cuda_checkpoint(repo, fixture.config["checkpoint"], runner)
     if fixture.config.get("plain_checkpoint"):
-        make_plain_checkpoint(repo, fixture.config["plain_checkpoint"])
+        make_plain_checkpoint(repo, fixture.config["plain_checkpoint"], runner)
     commit_all(repo)
     return repo

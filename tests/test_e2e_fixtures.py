@@ -1,10 +1,13 @@
 """Every fixture, repaired for real: ``repairbot fix`` in a temporary git repository (needs torch).
 
 Checks the exit code, status, stop reason, applied patterns, changed files and line counts,
-that the user's checkout is exactly as it was, and that the fix branch really runs (a plain
-``python train.py``, in a process of its own). The CLI runs in the test's process, its runs forked
-from one warm server per worker (``run_cli_in_process``); the quick fixture and the tests below
-run it as a user does, ``python -m repairbot``.
+that the user's checkout is exactly as it was, and that the fix branch really runs: a plain
+``python train.py`` with no harness, forked from a per-worker server that imported torch once
+(``plain_runner``; tests/test_plain_fork.py checks such a fork against a fresh interpreter), and
+in a fresh process under a launcher (torchrun). Checkpoint makers run forked from that server too.
+The CLI runs in the test's process, its runs forked from one warm server per worker
+(``run_cli_in_process``); the quick fixture and the test of ``--json -`` (stdout holds the JSON
+alone) run it as a user does, ``python -m repairbot``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from repairbot.launchers import parse_launcher
 from tests.support import (
     PYTHON,
     Fixture,
+    PlainForkServer,
     SharedWarmRunner,
     fixtures,
     git,
@@ -46,19 +50,21 @@ def launcher_words(text: str | None) -> list[str]:
     return parse_launcher(text).command()[0] if text else []
 
 
-def prepare(fixture: Fixture, tmp_path: Path) -> Path:
-    return prepare_fixture(fixture, tmp_path / "repo")
+def prepare(fixture: Fixture, tmp_path: Path, runner: PlainForkServer | None = None) -> Path:
+    return prepare_fixture(fixture, tmp_path / "repo", runner)
 
 
 @pytest.mark.parametrize(
     "fixture",
     [pytest.param(f, id=f.name, marks=[pytest.mark.quick] if f.name == QUICK_FIXTURE else []) for f in FIXTURES],
 )
-def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
+def test_fixture_is_repaired_on_a_new_branch(
+    fixture: Fixture, tmp_path: Path, shared_runner: SharedWarmRunner, plain_runner: PlainForkServer,
+) -> None:
     config = fixture.config
     if reason := unmet_requirement(config.get("requires", ())):
         pytest.skip(reason)
-    repo = prepare(fixture, tmp_path)
+    repo = prepare(fixture, tmp_path, plain_runner)
     before = snapshot(repo)
     report_path = tmp_path / "report.json"
     # `module`: the fixture runs as `python -m MODULE` (fix -m), with `env` added (PYTHONPATH=src)
@@ -138,19 +144,22 @@ def test_fixture_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, s
     # The fix branch really runs, as a plain `python train.py` (under its launcher) in a checkout of it.
     worktree = tmp_path / "fixed"
     git(repo, "worktree", "add", "-q", str(worktree), branch)
-    plain = subprocess.run(
-        [PYTHON, *launcher_words(config.get("launcher")), *target, *config.get("args", [])],
-        cwd=worktree, capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, **config.get("env", {})},
-    )
+    env = {**os.environ, **config.get("env", {})}
+    if config.get("launcher"):  # the launcher starts processes of its own: a fresh interpreter
+        plain = subprocess.run(
+            [PYTHON, *launcher_words(config["launcher"]), *target, *config.get("args", [])],
+            cwd=worktree, capture_output=True, text=True, timeout=300, check=False, env=env,
+        )
+    else:  # a fork of the warm plain server, no harness (checked equivalent to a fresh one)
+        plain = plain_runner.run(*target, *config.get("args", []), cwd=worktree, env=env, timeout=300)
     assert plain.returncode == 0, plain.stderr[-3000:]
 
 
-def test_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path) -> None:
+def test_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     fixture = next(f for f in FIXTURES if f.name == "cnn_flatten_size")
     repo = prepare(fixture, tmp_path)
     before = snapshot(repo)
-    result = run_cli("fix", "train.py", "--dry-run", "--json", str(tmp_path / "r.json"), cwd=repo)
+    result = run_cli_in_process("fix", "train.py", "--dry-run", "--json", str(tmp_path / "r.json"), cwd=repo, runner=shared_runner)
     assert result.returncode == 0, result.stderr
     assert "--- a/train.py\n+++ b/train.py\n" in result.stdout
     assert "+        self.fc1 = nn.Linear(64 * 8 * 8, 128)" in result.stdout or "64 * 8 * 8" in result.stdout
@@ -162,13 +171,13 @@ def test_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path) -> None:
     assert report["status"] == "fixed" and report["branch"] is None
 
 
-def test_no_branch_writes_the_fix_in_place(tmp_path: Path) -> None:
+def test_no_branch_writes_the_fix_in_place(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     fixture = next(f for f in FIXTURES if f.name == "mlp_other_module")
     repo = prepare(fixture, tmp_path)
     models = repo / "models.py"
     models.chmod(0o640)
     original = models.read_bytes()
-    result = run_cli("fix", "train.py", "--no-branch", cwd=repo)
+    result = run_cli_in_process("fix", "train.py", "--no-branch", cwd=repo, runner=shared_runner)
     assert result.returncode == 0, result.stdout + result.stderr
     new = models.read_bytes()
     assert new != original and b"nn.Linear(256, 10)" in new

@@ -203,10 +203,10 @@ def test_doctor_finds_exactly_the_fixtures_bugs(fixture: Fixture, tmp_path: Path
 
 
 @pytest.mark.torch
-def test_fix_reports_health_and_strict_health_sets_the_exit_code(tmp_path: Path) -> None:
+def test_fix_reports_health_and_strict_health_sets_the_exit_code(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     fixture = next(f for f in HEALTH_FIXTURES if f.name == "health_grad_accumulation")
     repo = prepare(fixture, tmp_path)
-    result = run_cli("fix", "train.py", "--dry-run", "--strict-health", "--json", str(tmp_path / "r.json"), cwd=repo)
+    result = run_cli_in_process("fix", "train.py", "--dry-run", "--strict-health", "--json", str(tmp_path / "r.json"), cwd=repo, runner=shared_runner)
     report = json.loads((tmp_path / "r.json").read_text())
     assert result.returncode == 1, result.stdout + result.stderr
     assert report["status"] == "already-passing" and [h["id"] for h in report["health"]] == ["grad-accumulation"]
@@ -217,10 +217,10 @@ def test_fix_reports_health_and_strict_health_sets_the_exit_code(tmp_path: Path)
 
 
 @pytest.mark.torch
-def test_no_health_turns_the_checks_off(tmp_path: Path) -> None:
+def test_no_health_turns_the_checks_off(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     fixture = next(f for f in HEALTH_FIXTURES if f.name == "health_nan_loss")
     repo = prepare(fixture, tmp_path)
-    result = run_cli("fix", "train.py", "--dry-run", "--no-health", "--json", "-", cwd=repo)
+    result = run_cli_in_process("fix", "train.py", "--dry-run", "--no-health", "--json", "-", cwd=repo, runner=shared_runner)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["health"] == []
     assert "[WARNING]" not in result.stderr
@@ -491,9 +491,9 @@ _OPTIMIZER_BUILDS = {
 
 @pytest.mark.torch
 @pytest.mark.parametrize("build", sorted(_OPTIMIZER_BUILDS))
-def test_frozen_optimizer_knows_every_optimizer_the_script_built(build: str, tmp_path: Path) -> None:
+def test_frozen_optimizer_knows_every_optimizer_the_script_built(build: str, tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     (tmp_path / "train.py").write_text(_GAN.format(build=_OPTIMIZER_BUILDS[build]))
-    result = run_cli("doctor", "train.py", "--json", "-", cwd=tmp_path)
+    result = run_cli_in_process("doctor", "train.py", "--json", "-", cwd=tmp_path, runner=shared_runner)
     report = json.loads(result.stdout)
     assert report["status"] == "already-passing", result.stderr
     assert report["health"] == [] and result.returncode == 0, report["health"]
@@ -520,13 +520,13 @@ print("done")
 
 
 @pytest.mark.torch
-def test_frozen_optimizer_names_an_ema_teacher_whose_output_is_not_detached(tmp_path: Path) -> None:
+def test_frozen_optimizer_names_an_ema_teacher_whose_output_is_not_detached(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     (tmp_path / "train.py").write_text(_TWO_MODELS.format(
         second="teacher = copy.deepcopy(student)", target="teacher(x)",
         update=("with torch.no_grad():\n        for t, s in zip(teacher.parameters(), student.parameters()):\n"
                 "            t.mul_(0.9).add_(s, alpha=0.1)"),
     ))
-    report = json.loads(run_cli("doctor", "train.py", "--json", "-", cwd=tmp_path).stdout)
+    report = json.loads(run_cli_in_process("doctor", "train.py", "--json", "-", cwd=tmp_path, runner=shared_runner).stdout)
     (finding,) = report["health"]
     assert finding["id"] == "frozen-optimizer" and finding["line"] == 12  # the loss line that calls teacher(x)
     assert finding["evidence"]["weights_change"] is True and finding["evidence"]["output_used_at"] == "train.py:12"
@@ -534,7 +534,7 @@ def test_frozen_optimizer_names_an_ema_teacher_whose_output_is_not_detached(tmp_
 
 
 @pytest.mark.torch
-def test_frozen_optimizer_is_silent_on_a_model_updated_by_hand(tmp_path: Path) -> None:
+def test_frozen_optimizer_is_silent_on_a_model_updated_by_hand(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     """A second model trained by a hand-written SGD step: it holds gradients no optimizer
     holds, and its weights change; not a frozen model."""
     (tmp_path / "train.py").write_text(_TWO_MODELS.format(
@@ -542,5 +542,5 @@ def test_frozen_optimizer_is_silent_on_a_model_updated_by_hand(tmp_path: Path) -
         update=("with torch.no_grad():\n        for p in critic.parameters():\n"
                 "            p -= 0.01 * p.grad\n            p.grad = None"),
     ))
-    report = json.loads(run_cli("doctor", "train.py", "--json", "-", cwd=tmp_path).stdout)
+    report = json.loads(run_cli_in_process("doctor", "train.py", "--json", "-", cwd=tmp_path, runner=shared_runner).stdout)
     assert report["status"] == "already-passing" and report["health"] == [], report["health"]

@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import commit_all, git, init_repo, run_cli, unmet_requirement
+from tests.support import (
+    SharedWarmRunner,
+    commit_all,
+    git,
+    init_repo,
+    run_cli_in_process,
+    unmet_requirement,
+)
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
@@ -49,7 +56,9 @@ def variant(*changes: tuple[str, str]) -> str:
     return source
 
 
-def fix(tmp_path: Path, source: str, *extra: str, files: dict[str, bytes] | None = None) -> tuple[dict, str, Path]:
+def fix(
+    tmp_path: Path, source: str, *extra: str, runner: SharedWarmRunner, files: dict[str, bytes] | None = None,
+) -> tuple[dict, str, Path]:
     if reason := unmet_requirement(["transformers", "accelerate"]):
         pytest.skip(reason)
     repo = init_repo(tmp_path / "repo")
@@ -59,7 +68,7 @@ def fix(tmp_path: Path, source: str, *extra: str, files: dict[str, bytes] | None
         (repo / name).write_bytes(content)
     commit_all(repo)
     report_path = tmp_path / "report.json"
-    result = run_cli("fix", "train.py", "--json", str(report_path), *extra, cwd=repo, timeout=600)
+    result = run_cli_in_process("fix", "train.py", "--json", str(report_path), *extra, cwd=repo, runner=runner)
     return json.loads(report_path.read_text()), result.stdout + result.stderr, repo
 
 
@@ -83,10 +92,10 @@ def line_of(source: str, text: str) -> int:
     return next(number for number, line in enumerate(source.splitlines(), 1) if text in line)
 
 
-def test_passing_trainer_script_is_left_alone_and_its_training_ends_through_the_trainer(tmp_path: Path) -> None:
+def test_passing_trainer_script_is_left_alone_and_its_training_ends_through_the_trainer(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     # a checkpoint of an earlier real run in output_dir: the Trainer's saves (safetensors) must not touch it
     precious = {"out/checkpoint-10/model.safetensors": b"an earlier run's weights"}
-    report, output, repo = fix(tmp_path, SCRIPT, "-v", files=precious)
+    report, output, repo = fix(tmp_path, SCRIPT, "-v", files=precious, runner=shared_runner)
     assert report["status"] == "already-passing", output
     assert report["files_modified"] == []
     # 50 epochs of 2 cut batches are 100 steps: the budget's 20 end train() through the Trainer's
@@ -103,18 +112,18 @@ def test_passing_trainer_script_is_left_alone_and_its_training_ends_through_the_
     assert (repo / "out/checkpoint-10/model.safetensors").read_bytes() == precious["out/checkpoint-10/model.safetensors"]
 
 
-def test_wrong_linear_in_the_users_module_is_fixed_and_verified_on_a_branch(tmp_path: Path) -> None:
+def test_wrong_linear_in_the_users_module_is_fixed_and_verified_on_a_branch(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     broken = variant((LINEAR, "nn.Linear(10, hidden)"))
-    report, output, repo = fix(tmp_path, broken)
+    report, output, repo = fix(tmp_path, broken, runner=shared_runner)
     assert report["status"] == "fixed", output
     assert [a["fix"]["pattern"] for a in report["attempts"] if "fix" in a] == ["linear-in-features"], output
     assert (repo / "train.py").read_text() == broken  # the checkout is untouched
     assert git(repo, "show", f"{report['branch']}:train.py") == SCRIPT  # one change, the rest byte for byte
 
 
-def test_float_labels_are_made_class_indices_where_the_dataset_writes_them(tmp_path: Path) -> None:
+def test_float_labels_are_made_class_indices_where_the_dataset_writes_them(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     broken = variant((LABELS, LABELS.replace("torch.long", "torch.float32")))
-    report, output, repo = fix(tmp_path, broken)
+    report, output, repo = fix(tmp_path, broken, runner=shared_runner)
     assert report["status"] == "fixed", output
     assert [a["fix"]["pattern"] for a in report["attempts"] if "fix" in a] == ["target-dtype"], output
     assert added_lines(report) == [f"        {LABELS}"], output
@@ -122,18 +131,18 @@ def test_float_labels_are_made_class_indices_where_the_dataset_writes_them(tmp_p
     assert git(repo, "show", f"{report['branch']}:train.py") == SCRIPT
 
 
-def test_float64_features_through_a_compute_loss_override_are_converted_in_getitem(tmp_path: Path) -> None:
+def test_float64_features_through_a_compute_loss_override_are_converted_in_getitem(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     source = variant((TRAINER, SUBCLASS))
     broken = source.replace(FEATURES, "self.features = rng.normal(size=(n, 20))")
-    report, output, _ = fix(tmp_path, broken)
+    report, output, _ = fix(tmp_path, broken, runner=shared_runner)
     assert report["status"] == "fixed", output
     assert added_lines(report) == ["        x = torch.from_numpy(self.features[idx]).float()"], output
     assert "Trainer.train() passes compute_loss() a batch of `train_set`" in output
 
 
-def test_float64_made_by_a_collator_of_the_project_is_converted_there(tmp_path: Path) -> None:
+def test_float64_made_by_a_collator_of_the_project_is_converted_there(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     broken = with_collator(MAKES_TENSOR)
-    report, output, _ = fix(tmp_path, broken)
+    report, output, _ = fix(tmp_path, broken, runner=shared_runner)
     assert report["status"] == "fixed", output
     assert added_lines(report) == ['    x = torch.tensor(np.stack([f["x"] for f in features])).float()'], output
 
@@ -143,7 +152,7 @@ def test_float64_made_by_a_collator_of_the_project_is_converted_there(tmp_path: 
     [("", "Trainer.evaluate()"), ('        eval_strategy="epoch",\n', "Trainer.train() evaluating")],
     ids=["at-evaluate", "inside-train"],
 )
-def test_float64_only_in_the_eval_set_is_followed_to_the_eval_dataset(tmp_path: Path, strategy: str, phase: str) -> None:
+def test_float64_only_in_the_eval_set_is_followed_to_the_eval_dataset(tmp_path: Path, strategy: str, phase: str, shared_runner: SharedWarmRunner) -> None:
     # training batches are float32; the evaluation (trainer.evaluate(), or the one train() runs
     # at its eval_strategy) feeds forward the Trainer's eval_dataset, never the train_dataset
     broken = variant(
@@ -152,15 +161,15 @@ def test_float64_only_in_the_eval_set_is_followed_to_the_eval_dataset(tmp_path: 
         ("eval_set = PointsDataset(40, seed=1)", "eval_set = PointsDataset(40, seed=1, dtype=np.float64)"),
         ('        report_to="none",\n', strategy + '        report_to="none",\n'),
     )
-    report, output, _ = fix(tmp_path, broken)
+    report, output, _ = fix(tmp_path, broken, runner=shared_runner)
     assert report["status"] == "fixed", output
     assert added_lines(report) == ["        x = torch.from_numpy(self.features[idx]).float()"], output
     assert f"{phase} passes forward() a batch of `eval_set`" in output
 
 
-def test_float64_built_by_a_collator_from_the_items_is_declined(tmp_path: Path) -> None:
+def test_float64_built_by_a_collator_from_the_items_is_declined(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     broken = with_collator(STACKS_ITEMS)
-    report, output, repo = fix(tmp_path, broken)
+    report, output, repo = fix(tmp_path, broken, runner=shared_runner)
     assert report["stop_reason"] == "diagnosed", output
     assert report["files_modified"] == []
     # followed into the collator given to the Trainer, and declined there

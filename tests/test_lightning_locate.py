@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import commit_all, init_repo, run_cli, unmet_requirement
+from tests.support import (
+    SharedWarmRunner,
+    commit_all,
+    init_repo,
+    run_cli_in_process,
+    unmet_requirement,
+)
 
 pytestmark = pytest.mark.torch
 
@@ -26,14 +32,14 @@ def variant(old: str, new: str) -> str:
     return SCRIPT.replace(old, new)
 
 
-def _fix(source: str, tmp_path: Path) -> tuple[dict, str, Path]:
+def _fix(source: str, tmp_path: Path, runner: SharedWarmRunner) -> tuple[dict, str, Path]:
     if reason := unmet_requirement(["lightning"]):
         pytest.skip(reason)
     repo = init_repo(tmp_path / "repo")
     (repo / "train.py").write_text(source)
     commit_all(repo)
     report_path = tmp_path / "report.json"
-    result = run_cli("fix", "train.py", "--json", str(report_path), cwd=repo)
+    result = run_cli_in_process("fix", "train.py", "--json", str(report_path), cwd=repo, runner=runner)
     return json.loads(report_path.read_text()), result.stdout + result.stderr, repo
 
 
@@ -48,9 +54,9 @@ def _added(report: dict) -> list[str]:
     pytest.param("    data = TabularDataModule()\n    trainer.fit(Classifier(), datamodule=data)\n", id="by-name"),
     pytest.param("    data = TabularDataModule()\n    trainer.fit(Classifier(), data)\n", id="by-name-positionally"),
 ])
-def test_float64_made_in_datamodule_setup_is_converted_there(call: str, tmp_path: Path) -> None:
+def test_float64_made_in_datamodule_setup_is_converted_there(call: str, tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     source = variant(FIT, call)
-    report, output, repo = _fix(source, tmp_path)
+    report, output, repo = _fix(source, tmp_path, shared_runner)
     assert report["status"] == "fixed", output
     assert _added(report) == FIXED, output
     assert FOLLOWED in output
@@ -58,27 +64,27 @@ def test_float64_made_in_datamodule_setup_is_converted_there(call: str, tmp_path
     assert (repo / "train.py").read_text() == source
 
 
-def test_datamodule_bound_twice_is_declined(tmp_path: Path) -> None:
+def test_datamodule_bound_twice_is_declined(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     # which DataModule the name holds at the call is not read from two bindings: declined, named
     source = variant(FIT, "    data = TabularDataModule()\n    data = TabularDataModule(batch_size=8)\n"
                           "    trainer.fit(Classifier(), data)\n")
-    report, output, _ = _fix(source, tmp_path)
+    report, output, _ = _fix(source, tmp_path, shared_runner)
     assert report["status"] != "fixed", output
     assert report["files_modified"] == []
     assert "`data`, given to `trainer.fit(...)`, is bound in 2 places" in output
 
 
-def test_dataset_attribute_bound_twice_is_declined(tmp_path: Path) -> None:
+def test_dataset_attribute_bound_twice_is_declined(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     source = variant("    def train_dataloader(self):\n        return DataLoader(self.train_set",
                      "    def rebuild(self, x, y):\n        self.val_set = TensorDataset(x.float(), y)\n\n"
                      "    def train_dataloader(self):\n        return DataLoader(self.train_set")
-    report, output, _ = _fix(source, tmp_path)
+    report, output, _ = _fix(source, tmp_path, shared_runner)
     assert report["status"] != "fixed", output
     assert report["files_modified"] == []
     assert "`self.val_set` of TabularDataModule is assigned in 2 places" in output
 
 
-def test_loaders_passed_to_fit_are_not_taken_for_the_modules_own(tmp_path: Path) -> None:
+def test_loaders_passed_to_fit_are_not_taken_for_the_modules_own(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     # Lightning uses the loaders given to fit, not the module's train/val_dataloader(): the walk
     # must not follow the module's (float32) loader methods and edit there
     own_loaders = (
@@ -91,19 +97,19 @@ def test_loaders_passed_to_fit_are_not_taken_for_the_modules_own(tmp_path: Path)
     source = variant("    def configure_optimizers(self):\n", own_loaders)
     source = source.replace(FIT, "    data = TabularDataModule()\n    data.setup()\n"
                                  "    trainer.fit(Classifier(), data.train_dataloader(), data.val_dataloader())\n")
-    report, output, _ = _fix(source, tmp_path)
+    report, output, _ = _fix(source, tmp_path, shared_runner)
     assert report["stop_reason"] == "diagnosed", output
     assert report["files_modified"] == []
     assert "the loaders passed to `trainer.fit(...)` are not followed" in output
     assert "Classifier.val_dataloader()" not in output
 
 
-def test_loader_given_positionally_is_not_taken_for_a_datamodule(tmp_path: Path) -> None:
+def test_loader_given_positionally_is_not_taken_for_a_datamodule(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     # the place after the model also takes loaders: one loader bound by name there is not a
     # DataModule, so the walk neither follows the module's own loaders nor edits
     source = variant(FIT, "    data = TabularDataModule()\n    data.setup()\n    train = data.train_dataloader()\n"
                           "    trainer.fit(Classifier(), train)\n")
-    report, output, _ = _fix(source, tmp_path)
+    report, output, _ = _fix(source, tmp_path, shared_runner)
     assert report["files_modified"] == [], output
     assert report["status"] != "fixed", output
     assert "the loaders passed to `trainer.fit(...)` are not followed" in output

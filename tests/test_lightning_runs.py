@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import commit_all, git, init_repo, run_cli, unmet_requirement
+from tests.support import (
+    SharedWarmRunner,
+    commit_all,
+    git,
+    init_repo,
+    run_cli_in_process,
+    unmet_requirement,
+)
 
 # asked in a child process: importing lightning (and torch) here would cost every xdist worker
 # seconds at collection
@@ -33,16 +40,16 @@ def make_repo(tmp_path: Path, source: str) -> Path:
     return repo
 
 
-def fix(repo: Path, tmp_path: Path, *options: str) -> tuple[dict, str]:
+def fix(repo: Path, tmp_path: Path, runner: SharedWarmRunner, *options: str) -> tuple[dict, str]:
     report_path = tmp_path / "report.json"
-    result = run_cli("fix", "train.py", "--json", str(report_path), *options, cwd=repo, timeout=300)
+    result = run_cli_in_process("fix", "train.py", "--json", str(report_path), *options, cwd=repo, runner=runner)
     return json.loads(report_path.read_text()), result.stdout + result.stderr
 
 
-def test_wrong_linear_in_lightning_module_is_fixed_on_a_branch(tmp_path: Path) -> None:
+def test_wrong_linear_in_lightning_module_is_fixed_on_a_branch(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     assert RIGHT in SCRIPT
     repo = make_repo(tmp_path, SCRIPT.replace(RIGHT, WRONG))
-    report, output = fix(repo, tmp_path)
+    report, output = fix(repo, tmp_path, shared_runner)
     assert report["status"] == "fixed", output
     assert [a["fix"]["pattern"] for a in report["attempts"] if "fix" in a] == ["linear-in-features"], output
     assert (repo / "train.py").read_text() == SCRIPT.replace(RIGHT, WRONG)  # the checkout is untouched
@@ -50,9 +57,9 @@ def test_wrong_linear_in_lightning_module_is_fixed_on_a_branch(tmp_path: Path) -
     assert fixed == SCRIPT  # one change, the rest byte-for-byte
 
 
-def test_passing_lightning_script_is_already_passing(tmp_path: Path) -> None:
+def test_passing_lightning_script_is_already_passing(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     repo = make_repo(tmp_path, SCRIPT)
-    report, output = fix(repo, tmp_path, "-v")
+    report, output = fix(repo, tmp_path, shared_runner, "-v")
     assert report["status"] == "already-passing", output
     assert report["files_modified"] == []
     assert git(repo, "status", "--porcelain") == ""
@@ -72,7 +79,7 @@ def test_passing_lightning_script_is_already_passing(tmp_path: Path) -> None:
     assert "predicted 4" in output
 
 
-def test_fit_inside_a_user_loop_is_stopped_and_the_loop_left(tmp_path: Path) -> None:
+def test_fit_inside_a_user_loop_is_stopped_and_the_loop_left(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     # the loop around the fit shares its budget, as the loops around a hand-written inner loop
     # do: the fit is stopped at 20 steps and the loop is left after it, not fit three times
     one_fit = "    trainer.fit(model, loader(64, 0, shuffle=True), loader(32, 1))\n"
@@ -81,7 +88,7 @@ def test_fit_inside_a_user_loop_is_stopped_and_the_loop_left(tmp_path: Path) -> 
     lines = source.splitlines()
     loop_line = lines.index("    for stage in range(3):") + 1
     repo = make_repo(tmp_path, source)
-    report, output = fix(repo, tmp_path, "-v")
+    report, output = fix(repo, tmp_path, shared_runner, "-v")
     assert report["status"] == "already-passing", output
     site = f"train.py:{loop_line + 1}"
     assert report["run_limits"]["left_loops"] == [

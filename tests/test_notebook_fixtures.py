@@ -18,6 +18,7 @@ import pytest
 
 from tests.support import (
     Fixture,
+    PlainForkServer,
     SharedWarmRunner,
     commit_all,
     copy_project,
@@ -26,7 +27,6 @@ from tests.support import (
     git,
     init_repo,
     make_cuda_checkpoint,
-    run_cli,
     run_cli_in_process,
     snapshot,
 )
@@ -37,11 +37,11 @@ pytestmark = pytest.mark.torch
 NOTEBOOKS = [f for f in fixtures() if f.config.get("script", "").endswith(".ipynb")]
 
 
-def prepare(fixture: Fixture, tmp_path: Path) -> Path:
+def prepare(fixture: Fixture, tmp_path: Path, runner: PlainForkServer | None = None) -> Path:
     repo = init_repo(tmp_path / "repo")
     copy_project(fixture.folder, repo)
     if fixture.config.get("checkpoint"):
-        make_cuda_checkpoint(repo, fixture.config["checkpoint"])
+        make_cuda_checkpoint(repo, fixture.config["checkpoint"], runner)
     commit_all(repo)
     return repo
 
@@ -78,11 +78,11 @@ def changed_only_in_cells(before: bytes, after: bytes, cells: set[int]) -> None:
 
 
 @pytest.mark.parametrize("fixture", NOTEBOOKS, ids=[f.name for f in NOTEBOOKS])
-def test_notebook_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
+def test_notebook_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, shared_runner: SharedWarmRunner, plain_runner: PlainForkServer) -> None:
     _skip_on_gpu(fixture)
     config = fixture.config
     script = config["script"]
-    repo = prepare(fixture, tmp_path)
+    repo = prepare(fixture, tmp_path, plain_runner)
     before = snapshot(repo)
     original = (repo / script).read_bytes()
     result = run_cli_in_process(  # its runs forked from this worker's warm server
@@ -135,8 +135,8 @@ def test_notebook_is_repaired_on_a_new_branch(fixture: Fixture, tmp_path: Path, 
     worktree = tmp_path / "worktree"
     git(repo, "worktree", "add", "-q", str(worktree), branch)
     if config.get("checkpoint"):
-        make_cuda_checkpoint(worktree, config["checkpoint"])
-    rerun = run_cli("fix", script, "--dry-run", "--json", "-", cwd=worktree)
+        make_cuda_checkpoint(worktree, config["checkpoint"], plain_runner)
+    rerun = run_cli_in_process("fix", script, "--dry-run", "--json", "-", cwd=worktree, runner=shared_runner)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert json.loads(rerun.stdout)["status"] == "already-passing"
 
@@ -151,12 +151,12 @@ def _fixture(name: str) -> Fixture:
     return next(f for f in NOTEBOOKS if f.name == name)
 
 
-def test_dry_run_shows_the_diff_per_cell_and_changes_nothing(tmp_path: Path) -> None:
+def test_dry_run_shows_the_diff_per_cell_and_changes_nothing(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     fixture = _fixture("notebook_mnist_linear_in_features")
     script = fixture.config["script"]
     repo = prepare(fixture, tmp_path)
     before = snapshot(repo)
-    result = run_cli("fix", script, "--dry-run", cwd=repo)
+    result = run_cli_in_process("fix", script, "--dry-run", cwd=repo, runner=shared_runner)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"--- a/{script}:cell 3\n+++ b/{script}:cell 3\n@@ -1,6 +1,6 @@\n")
     assert "-                      nn.Linear(256, 64),\n+                      nn.Linear(128, 64),\n" in result.stdout
@@ -164,13 +164,13 @@ def test_dry_run_shows_the_diff_per_cell_and_changes_nothing(tmp_path: Path) -> 
     assert git(repo, "branch", "--list", "repairbot/*") == ""
 
 
-def test_no_branch_writes_only_the_cell_into_the_notebook(tmp_path: Path) -> None:
+def test_no_branch_writes_only_the_cell_into_the_notebook(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     fixture = _fixture("notebook_logreg_dtype_mismatch")
     script = fixture.config["script"]
     repo = prepare(fixture, tmp_path)
     path = repo / script
     original = path.read_bytes()
-    result = run_cli("fix", script, "--no-branch", cwd=repo)
+    result = run_cli_in_process("fix", script, "--no-branch", cwd=repo, runner=shared_runner)
     assert result.returncode == 0, result.stdout + result.stderr
     assert path.read_bytes() == original.replace(
         b'"X_train_tensor = torch.tensor(X_train, device=device)\\n"',
@@ -183,12 +183,12 @@ def test_no_branch_writes_only_the_cell_into_the_notebook(tmp_path: Path) -> Non
     assert "%watermark -a 'Sebastian Raschka'" in result.stdout  # the skipped magics are reported
 
 
-def test_doctor_reports_the_crash_by_cell(tmp_path: Path) -> None:
+def test_doctor_reports_the_crash_by_cell(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     fixture = _fixture("notebook_blobs_target_dtype")
     script = fixture.config["script"]
     repo = prepare(fixture, tmp_path)
     before = snapshot(repo)
-    result = run_cli("doctor", script, "--json", str(tmp_path / "d.json"), cwd=repo)
+    result = run_cli_in_process("doctor", script, "--json", str(tmp_path / "d.json"), cwd=repo, runner=shared_runner)
     assert result.returncode == 1, result.stdout + result.stderr
     report = json.loads((tmp_path / "d.json").read_text())
     validate_report(report)
@@ -199,7 +199,7 @@ def test_doctor_reports_the_crash_by_cell(tmp_path: Path) -> None:
     assert snapshot(repo) == before
 
 
-def test_doctor_health_finding_on_a_notebook_offers_the_fix_per_cell(tmp_path: Path) -> None:
+def test_doctor_health_finding_on_a_notebook_offers_the_fix_per_cell(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     import nbformat
 
     repo = init_repo(tmp_path / "repo")
@@ -215,7 +215,7 @@ def test_doctor_health_finding_on_a_notebook_offers_the_fix_per_cell(tmp_path: P
     ]
     nbformat.write(nb, str(repo / "train.ipynb"))
     commit_all(repo)
-    result = run_cli("doctor", "train.ipynb", "--json", str(tmp_path / "d.json"), cwd=repo)
+    result = run_cli_in_process("doctor", "train.ipynb", "--json", str(tmp_path / "d.json"), cwd=repo, runner=shared_runner)
     assert result.returncode == 1, result.stdout + result.stderr
     report = json.loads((tmp_path / "d.json").read_text())
     validate_report(report)

@@ -11,7 +11,7 @@ import pytest
 
 from repairbot.sources import Sources
 from repairbot.types import Decline
-from tests.support import commit_all, init_repo, run_cli
+from tests.support import SharedWarmRunner, commit_all, init_repo, run_cli_in_process
 from tests.test_pattern_cases import CASES, _locate
 
 
@@ -89,13 +89,13 @@ print("done")
 
 @pytest.mark.torch
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib is not installed")
-def test_plots_after_training_get_item_where_the_list_is_filled_and_detach_at_the_plot(tmp_path: Path) -> None:
+def test_plots_after_training_get_item_where_the_list_is_filled_and_detach_at_the_plot(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     # plt.plot / plt.scatter call numpy() on what they are given: the script's real plotting
     # code after the loop, fixed at the append and at the scatter, verified by reaching the end
     repo = init_repo(tmp_path / "repo")
     (repo / "train.py").write_text(PLOTTED_AFTER_TRAINING)
     commit_all(repo)
-    result = run_cli("fix", "train.py", "--dry-run", "--json", "-", cwd=repo, env={"MPLBACKEND": "Agg"})
+    result = run_cli_in_process("fix", "train.py", "--dry-run", "--json", "-", cwd=repo, runner=shared_runner, env={"MPLBACKEND": "Agg"})
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert report["status"] == "fixed"

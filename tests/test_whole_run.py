@@ -15,7 +15,7 @@ import pytest
 
 from repairbot.trace.runner import Limits, RunRequest, RunResult, SubprocessRunner, WarmRunner
 from repairbot.types import RunStatus
-from tests.support import commit_all, init_repo, run_cli
+from tests.support import SharedWarmRunner, commit_all, init_repo, run_cli, run_cli_in_process
 
 pytestmark = pytest.mark.torch
 
@@ -269,7 +269,7 @@ def test_module_runs_as_python_m_would(tmp_path: Path, kind: str) -> None:
     assert left(result) == [(8, "for", 20)]
 
 
-def test_cli_m_verbose_and_the_output_tail(tmp_path: Path) -> None:
+def test_cli_m_verbose_and_the_output_tail(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     repo = init_repo(tmp_path / "repo")
     write(repo / "src" / "pkg" / "__init__.py", "")
     write(repo / "src" / "pkg" / "train.py", """
@@ -277,8 +277,8 @@ def test_cli_m_verbose_and_the_output_tail(tmp_path: Path) -> None:
     from pkg import missing_module
     """)
     commit_all(repo)
-    result = run_cli("fix", "-m", "pkg.train", "--dry-run", "-v", "--json", str(tmp_path / "r.json"), "--markdown",
-                     str(tmp_path / "r.md"), "--", "--epochs", "1", cwd=repo)
+    result = run_cli_in_process("fix", "-m", "pkg.train", "--dry-run", "-v", "--json", str(tmp_path / "r.json"),
+                                "--markdown", str(tmp_path / "r.md"), "--", "--epochs", "1", cwd=repo, runner=shared_runner)
     assert result.returncode == 1, result.stderr
     # -v: the command, the limits, the duration and the output of each run
     assert f"command: {sys.executable} -m pkg.train --epochs 1" in result.stderr
@@ -351,7 +351,7 @@ def test_old_interpreters_leave_loops_and_keep_the_file_view(tmp_path: Path, pyt
     assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
 
 
-def test_doctor_m_runs_the_module_with_its_package(tmp_path: Path) -> None:
+def test_doctor_m_runs_the_module_with_its_package(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     repo = init_repo(tmp_path / "repo")
     write(repo / "src" / "pkg" / "__init__.py", "")
     write(repo / "src" / "pkg" / "__main__.py", f"""
@@ -362,7 +362,7 @@ def test_doctor_m_runs_the_module_with_its_package(tmp_path: Path) -> None:
     print("trained", VERSION)
     """.replace("from . import VERSION", "from . import __name__ as VERSION"))
     commit_all(repo)
-    result = run_cli("doctor", "-m", "pkg", "--json", str(tmp_path / "d.json"), "-v", cwd=repo, env={"PYTHONPATH": "src"})
+    result = run_cli_in_process("doctor", "-m", "pkg", "--json", str(tmp_path / "d.json"), "-v", cwd=repo, runner=shared_runner, env={"PYTHONPATH": "src"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "trained pkg" in result.stderr  # -v: the output tail of the run
     report = json.loads((tmp_path / "d.json").read_text())

@@ -10,6 +10,6 @@ memory), ``loops`` (loops compiled so that they can be left), ``state`` and ``co
 run's shared state), ``hooks`` (each torch entry point patched once), ``probe`` (what a probe
 declares, and where the probes come from), ``evidence`` (evidence.json), ``frames`` (which
 code is the user's), ``realos`` (the file system before the guard), ``server`` (the fork
-server). The probes: ``probes/`` (one module each, listed in probes/__init__.py), ``health/``,
+server) and ``fresh_state`` (what each fork of it redoes to behave as a fresh process). The probes: ``probes/`` (one module each, listed in probes/__init__.py), ``health/``,
 and the ``probe.py`` of each selected pattern, loaded by path.
 """

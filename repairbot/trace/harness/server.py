@@ -9,6 +9,7 @@ from typing import Any
 from . import realos
 from .evidence import flush_and_exit
 from .frames import OWNERSHIP, loaded_module_files
+from .fresh_state import become_fresh_process
 from .main import run
 
 
@@ -64,15 +65,7 @@ def _forked_run(request: Any) -> None:
             known = set(server_path.split(os.pathsep))
             extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in known]
             sys.path[1:1] = [os.path.abspath(p) for p in extra]
-        threads = os.environ.get("OMP_NUM_THREADS")
-        if threads and threads.isdigit() and "torch" in sys.modules:
-            sys.modules["torch"].set_num_threads(int(threads))
-        # a fresh interpreter seeds these from the OS; forks would all share the server's state
-        import random
-
-        random.seed()
-        if "numpy" in sys.modules:
-            sys.modules["numpy"].random.seed()
+        become_fresh_process()
         code = run(request["config"])
         try:
             import threading
