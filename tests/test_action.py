@@ -1213,7 +1213,9 @@ class Runner:
             shutil.copytree(source, with_["path"])
             return "success", {}
         if action == "your-org/repairbot":  # this repository's action.yml, as the runner runs a composite action
-            action_path = self.work / "actions" / "your-org" / "repairbot"
+            # beside RUNNER_TEMP, as a runner keeps _actions beside _temp: jobs that share one share
+            # the action's folder too, so repairbot's venv (stamped with that folder) is made once
+            action_path = self.runner_temp.parent / "actions" / "your-org" / "repairbot"
             if not action_path.is_dir():
                 action_path.mkdir(parents=True)
                 _copy_tree(ROOT, action_path)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import psutil
@@ -17,6 +18,7 @@ import pytest
 
 from repairbot.trace.runner import Limits, RunRequest, SubprocessRunner, WarmRunner
 from repairbot.types import RunStatus
+from tests.support import SharedWarmRunner
 
 pytestmark = pytest.mark.torch
 
@@ -28,23 +30,28 @@ def write(path: Path, text: str) -> Path:
 
 
 # Every test runs twice: in a fresh process, and as a fork of the warm server. A run must
-# behave exactly as a fresh process would, whichever way it starts.
+# behave exactly as a fresh process would, whichever way it starts. The warm runs of every test
+# fork one server per test worker (tests.support.SharedWarmRunner: torch imported once, not by
+# each test); each run is a fork of the untouched server all the same.
 RUNNER_KIND = "fresh"
+SHARED_RUNNER: SharedWarmRunner | None = None
 
 
 @pytest.fixture(params=["fresh", "warm"], autouse=True)
 
 
 def runner_kind(request: pytest.FixtureRequest) -> str:
-    global RUNNER_KIND
+    global RUNNER_KIND, SHARED_RUNNER
     RUNNER_KIND = request.param
+    SHARED_RUNNER = request.getfixturevalue("shared_runner")  # its server starts at its first run
     return str(request.param)
 
 
-def make_runner(tmp_path: Path, kind: str | None = None, **options: object) -> SubprocessRunner:
+def make_runner(tmp_path: Path, kind: str | None = None, keep_scratch: bool = False) -> AbstractContextManager[SubprocessRunner]:
     if (kind or RUNNER_KIND) == "warm":
-        return WarmRunner(python=sys.executable, scratch_root=tmp_path / "scratch", **options)  # type: ignore[arg-type]
-    return SubprocessRunner(scratch_root=tmp_path / "scratch", **options)  # type: ignore[arg-type]
+        assert SHARED_RUNNER is not None
+        return SHARED_RUNNER.runs_under(tmp_path / "scratch", keep_scratch=keep_scratch)
+    return SubprocessRunner(scratch_root=tmp_path / "scratch", keep_scratch=keep_scratch)
 
 
 def run(tmp_path: Path, script: Path, **request: object):  # type: ignore[no-untyped-def]
