@@ -10,7 +10,15 @@ import pytest
 from click.testing import CliRunner
 
 from repairbot.cli import main
-from tests.support import ROOT, commit_all, init_repo, run_cli, run_cli_in_process, snapshot
+from tests.support import (
+    ROOT,
+    SharedWarmRunner,
+    commit_all,
+    init_repo,
+    run_cli,
+    run_cli_in_process,
+    snapshot,
+)
 
 SPECIMEN = ROOT / "tests" / "data" / "tracebacks" / "linear-in-features" / "full-lost-first-char.txt"
 
@@ -166,7 +174,7 @@ def test_classify_no_match_and_bad_input(tmp_path: Path) -> None:
 
 @pytest.mark.torch
 @pytest.mark.parametrize(("state", "word"), [("untracked", "untracked"), ("modified", "modified")])
-def test_imported_module_must_be_committed_in_branch_mode(tmp_path: Path, state: str, word: str) -> None:
+def test_imported_module_must_be_committed_in_branch_mode(tmp_path: Path, state: str, word: str, shared_runner: SharedWarmRunner) -> None:
     repo = init_repo(tmp_path / "repo")
     (repo / "train.py").write_text("import helpers\nraise ValueError(helpers.NAME)\n")
     (repo / "helpers.py").write_text("NAME = 'committed'\n")
@@ -181,13 +189,13 @@ def test_imported_module_must_be_committed_in_branch_mode(tmp_path: Path, state:
         commit_all(repo)
         (repo / "helpers.py").write_text("NAME = 'edited'\n")
     before = snapshot(repo)
-    result = run_cli("fix", "train.py", cwd=repo)
+    result = run_cli_in_process("fix", "train.py", cwd=repo, runner=shared_runner)
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"helpers.py is {word} and the script imports it" in result.stderr
     assert "--no-branch" in result.stderr
     assert snapshot(repo) == before
     # the same repair without a branch is allowed (and finds nothing to fix here)
-    assert run_cli("fix", "train.py", "--dry-run", cwd=repo).returncode == 1
+    assert run_cli_in_process("fix", "train.py", "--dry-run", cwd=repo, runner=shared_runner).returncode == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,13 +291,13 @@ def test_the_wheel_installs_and_works_without_torch(tmp_path: Path) -> None:
         check=True, capture_output=True, env=env, cwd=tmp_path,
     )
     (wheel,) = wheels.glob("repairbot-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, env=env)
+    # this pip installs into the venv (pip --python): the venv needs no pip of its own (ensurepip's ~4 CPU-s)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, env=env)
     python, bin_dir = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / "bin"
-    install = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True, env=env, cwd=tmp_path
-    )
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    install = subprocess.run([*pip, "install", "-q", str(wheel)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert install.returncode == 0, install.stderr
-    freeze = subprocess.run([str(python), "-m", "pip", "freeze"], capture_output=True, text=True, env=env).stdout
+    freeze = subprocess.run([*pip, "freeze"], capture_output=True, text=True, env=env).stdout
     assert "repairbot" in freeze and not any(line.lower().startswith(("torch", "nvidia")) for line in freeze.splitlines())
 
     def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -407,19 +415,19 @@ def test_diagnose_only_is_one_word_in_text_json_and_sarif() -> None:
 
 
 @pytest.mark.torch
-def test_quiet_and_dry_run_on_a_real_repair(tmp_path: Path) -> None:
+def test_quiet_and_dry_run_on_a_real_repair(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     import shutil
 
     repo = init_repo(tmp_path / "repo")
     for source in (ROOT / "fixtures" / "cnn_flatten_size").glob("*.py"):
         shutil.copy(source, repo / source.name)
     commit_all(repo)
-    dry = run_cli("fix", "train.py", "--dry-run", cwd=repo)
+    dry = run_cli_in_process("fix", "train.py", "--dry-run", cwd=repo, runner=shared_runner)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert dry.stdout.splitlines()[-1] == (
         "Status: SUCCESS | Errors Fixed: 1 | Files Modified: none (dry run; would modify train.py)"
     )
-    quiet = run_cli("fix", "train.py", "-q", cwd=repo)
+    quiet = run_cli_in_process("fix", "train.py", "-q", cwd=repo, runner=shared_runner)
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
     (line,) = quiet.stdout.splitlines()
     assert line.startswith("Status: SUCCESS | Errors Fixed: 1 | Files Modified: train.py | Branch: repairbot/fix-train-")
