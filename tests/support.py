@@ -19,7 +19,7 @@ import sys
 import tomllib
 import traceback
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,6 +203,23 @@ class SharedWarmRunner(WarmRunner):
 
     def shut(self) -> None:
         super().close()
+
+    @contextlib.contextmanager
+    def runs_under(self, scratch_root: Path, keep_scratch: bool = False) -> Iterator[SharedWarmRunner]:
+        """This runner for one test, its run folders where ``WarmRunner(scratch_root=...,
+        keep_scratch=...)`` puts them (``scratch_root/run-1``, ...): a test of the runs shares the
+        server; a test of the server's own start, stop or kill makes a WarmRunner of its own."""
+        stopped = self._server is not None and self._server.poll() is not None
+        if sys.platform.startswith("linux") and (stopped or not self.mode.startswith("warm")):
+            # an earlier test's run stopped the server (runs fell back to fresh ones): a new one
+            self.shut()
+            self._ready, self.mode = False, "warm (forked runs)"
+        saved = self.scratch_root, self.keep_scratch, self.runs, self._own_root
+        self.scratch_root, self.keep_scratch, self.runs, self._own_root = scratch_root, keep_scratch, 0, False
+        try:
+            yield self
+        finally:
+            self.scratch_root, self.keep_scratch, self.runs, self._own_root = saved
 
 
 def run_cli_in_process(

@@ -1213,7 +1213,9 @@ class Runner:
             shutil.copytree(source, with_["path"])
             return "success", {}
         if action == "your-org/repairbot":  # this repository's action.yml, as the runner runs a composite action
-            action_path = self.work / "actions" / "your-org" / "repairbot"
+            # beside RUNNER_TEMP, as a runner keeps _actions beside _temp: jobs that share one share
+            # the action's folder too, so repairbot's venv (stamped with that folder) is made once
+            action_path = self.runner_temp.parent / "actions" / "your-org" / "repairbot"
             if not action_path.is_dir():
                 action_path.mkdir(parents=True)
                 _copy_tree(ROOT, action_path)
@@ -1238,12 +1240,13 @@ BROKEN_TRAIN = "import os\nfound = {k: os.environ.get(k) for k in ('GITHUB_TOKEN
 
 
 def _link_torch(target: Path) -> None:
-    """torch and what it needs, linked from this environment: the project's interpreter gets
-    torch and nothing of repairbot's own dependencies."""
+    """torch and what it needs, and pip, linked from this environment: the project's interpreter
+    gets torch and nothing of repairbot's own dependencies (pip linked, not bootstrapped into the
+    venv by ensurepip: ~4 CPU-s)."""
     from importlib import metadata
 
     seen: set[str] = set()
-    todo = ["torch"]
+    todo = ["torch", "pip"]
     while todo:
         name = todo.pop()
         key = re.sub(r"[-_.]+", "-", name).lower()
@@ -1280,10 +1283,10 @@ def stage_a_runs(tmp_path_factory: pytest.TempPathFactory) -> StageARuns:
     """The train-smoke example, run for real three times on "GitHub" (a bare repository): a push
     to main (the cnn_flatten_size fixture: a Linear sized for 28x28 images), a pull request from
     the branch `feature` (one more change near that line) and a push to `broken` (a crash no
-    pattern fixes). The project's interpreter is a venv with torch only."""
+    pattern fixes). The project's interpreter is a venv with torch (and pip) only."""
     root = tmp_path_factory.mktemp("github")
     project = root / "project-venv"
-    venv.create(project, with_pip=True)
+    venv.create(project, with_pip=False)  # pip comes linked with torch
     torch_site = root / "torch-site"
     torch_site.mkdir()
     _link_torch(torch_site)

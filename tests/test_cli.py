@@ -291,13 +291,13 @@ def test_the_wheel_installs_and_works_without_torch(tmp_path: Path) -> None:
         check=True, capture_output=True, env=env, cwd=tmp_path,
     )
     (wheel,) = wheels.glob("repairbot-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, env=env)
+    # this pip installs into the venv (pip --python): the venv needs no pip of its own (ensurepip's ~4 CPU-s)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, env=env)
     python, bin_dir = tmp_path / "venv" / "bin" / "python", tmp_path / "venv" / "bin"
-    install = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True, env=env, cwd=tmp_path
-    )
+    pip = [sys.executable, "-m", "pip", "--python", str(python)]
+    install = subprocess.run([*pip, "install", "-q", str(wheel)], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert install.returncode == 0, install.stderr
-    freeze = subprocess.run([str(python), "-m", "pip", "freeze"], capture_output=True, text=True, env=env).stdout
+    freeze = subprocess.run([*pip, "freeze"], capture_output=True, text=True, env=env).stdout
     assert "repairbot" in freeze and not any(line.lower().startswith(("torch", "nvidia")) for line in freeze.splitlines())
 
     def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -427,7 +427,7 @@ def test_quiet_and_dry_run_on_a_real_repair(tmp_path: Path, shared_runner: Share
     assert dry.stdout.splitlines()[-1] == (
         "Status: SUCCESS | Errors Fixed: 1 | Files Modified: none (dry run; would modify train.py)"
     )
-    quiet = run_cli("fix", "train.py", "-q", cwd=repo)
+    quiet = run_cli_in_process("fix", "train.py", "-q", cwd=repo, runner=shared_runner)
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
     (line,) = quiet.stdout.splitlines()
     assert line.startswith("Status: SUCCESS | Errors Fixed: 1 | Files Modified: train.py | Branch: repairbot/fix-train-")

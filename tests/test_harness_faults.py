@@ -30,13 +30,12 @@ from repairbot.trace.runner import (
     Limits,
     RunRequest,
     RunResult,
-    SubprocessRunner,
     _judge,
     printed_harness_frame,
 )
 from repairbot.tracebacks import parse_log
 from repairbot.types import Failure, Frame, HarnessFault, RunLimits, RunStatus, Status, StopReason
-from tests.support import PYTHON, commit_all, init_repo
+from tests.support import PYTHON, SharedWarmRunner, commit_all, init_repo
 from tests.test_loop import SCRIPT, Boom, ScriptedRunner, booms, failed, passed
 from tests.test_reports import validate_sarif
 
@@ -286,7 +285,7 @@ model(torch.randn(4, 3)).sum().backward()
 
 
 @pytest.mark.torch
-def test_the_harness_tells_its_own_failure_from_the_scripts(tmp_path: Path) -> None:
+def test_the_harness_tells_its_own_failure_from_the_scripts(tmp_path: Path, shared_runner: SharedWarmRunner) -> None:
     probe = tmp_path / "patterns" / "fault" / "probe.py"
     probe.parent.mkdir(parents=True)
     probe.write_text(FAULT_PROBE, encoding="utf-8")
@@ -294,7 +293,8 @@ def test_the_harness_tells_its_own_failure_from_the_scripts(tmp_path: Path) -> N
     for name, source in USER_ERRORS.items():
         (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
     env = {"OMP_NUM_THREADS": "1"}
-    with SubprocessRunner() as runner:
+    # forks of this worker's warm server (a run behaves as a fresh process: tests/test_harness.py)
+    with shared_runner.runs_under(tmp_path / "scratch") as runner:
         traced = runner.run(RunRequest(script=tmp_path / "train.py", cwd=tmp_path, probe_files=(probe,), env=env))
         assert traced.failure is not None and traced.failure.exc_type == "MemoryError"
         assert traced.failure.harness_frame is not None

@@ -67,12 +67,13 @@ SHELL_REWRITE = """import subprocess
 subprocess.run(["sh", "-c", "echo '# edited meanwhile' >> train.py"], check=True)"""
 
 # Stands in for git on PATH: at the command named by SAFETY_GIT_PAUSE, it marks and waits
-# before running the real git, so that a signal lands while that git command runs.
+# before running the real git until the test has sent its signal (SAFETY_MARK.sent), so that the
+# signal lands while that git command runs, however slowly a loaded machine gets there.
 GIT_WRAPPER = """#!/bin/sh
 for arg in "$@"; do
     if [ "$arg" = "$SAFETY_GIT_PAUSE" ]; then
         : > "$SAFETY_MARK"
-        sleep 5
+        while [ ! -e "$SAFETY_MARK.sent" ]; do sleep 0.05; done
         break
     fi
 done
@@ -456,6 +457,7 @@ def test_interrupt(attack: Attack, where: str, signum: signal.Signals, runner: s
     process, tag = attack.start("fix", "train.py", env=env)
     wait_for(mark, process)
     process.send_signal(signum)
+    Path(f"{mark}.sent").touch()  # a git command held by the wrapper goes on
     outcome = attack.finish(process, tag, timeout=60)
 
     assert outcome.code == 128 + signum, outcome.stdout + outcome.stderr
