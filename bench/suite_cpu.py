@@ -60,10 +60,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     after = _descendants_cpu()
     # a process that was alive before and after: its growth; one born during the test and still
     # alive (the warm server a first test starts): all of it; one that ended: reaped into ours
+    # (or into a live one's), with all its CPU time, of which what it had before the test is
+    # earlier tests' (a warm server reaped by a later test would otherwise charge it its life)
     grown = sum(seconds - live.get(pid, 0.0) for pid, seconds in after.items())
+    ended = sum(seconds for pid, seconds in live.items() if pid not in after)
     record = {
         "test": item.nodeid,
-        "cpu": round(_own_cpu() - own + max(grown, 0.0), 3),
+        "cpu": round(max(_own_cpu() - own + grown - ended, 0.0), 3),
         "wall": round(psutil.time.monotonic() - start_wall, 3),  # type: ignore[attr-defined]
     }
     with open(path, "a", encoding="utf-8") as out:
