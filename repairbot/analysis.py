@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Protocol
 
 import libcst as cst
-import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from repairbot.cst_walk import descendants, is_kind
@@ -114,9 +113,17 @@ class ImportTable:
 
 
 def _walk_imports(module: cst.Module) -> Iterator[cst.Import | cst.ImportFrom]:
-    for node in m.findall(module, m.Import() | m.ImportFrom()):
+    """Every import statement of the module, in source order (nested ones included).
+
+    Statements hold imports and expressions never do, so the walk does not enter expressions
+    or other simple statements (a matcher's ``findall`` visits and rebuilds every node)."""
+    for node in descendants(module, prune=_NO_STATEMENTS):
         if isinstance(node, cst.Import | cst.ImportFrom):
             yield node
+
+
+# Nodes that hold no statement: the walk for imports does not enter them.
+_NO_STATEMENTS = (cst.BaseExpression, cst.BaseSmallStatement, cst.Decorator, cst.Parameters)
 
 
 def is_torch_name(qualified: str | None, *names: str) -> bool:

@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
-from repairbot.analysis import spans
 from repairbot.types import Applicability, Span
 
 Replacement = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]
@@ -113,9 +112,13 @@ class SiteNodes:
         self.resolved: set[Span] = set()
         wanted = {site.span, *site.extra_spans}
         self._at: dict[Span, list[cst.CSTNode]] = {span: [] for span in wanted}
-        for node, span in spans(wrapper).items():
-            if span in wanted:
-                self._at[span].append(node)
+        # looked up by the position's numbers: a Span made for every node of the module (what
+        # analysis.spans gives) costs more than the rewrite itself
+        at_numbers = {(s.line, s.col, s.end_line, s.end_col): self._at[s] for s in wanted}
+        for node, where in wrapper.resolve(PositionProvider).items():
+            found = at_numbers.get((where.start.line, where.start.column, where.end.line, where.end.column))
+            if found is not None:
+                found.append(node)
         self._parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None
 
     def at(self, span: Span, kind: type[N] | tuple[type[N], ...]) -> N:

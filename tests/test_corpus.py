@@ -11,6 +11,7 @@ shards that run in parallel; each prints its figures (files, MB, seconds, files/
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
@@ -69,19 +70,23 @@ def _torch_root() -> Path | None:
     return Path(spec.origin).parent
 
 
-def corpus() -> list[Path]:
+@functools.cache
+def corpus() -> tuple[Path, ...]:
+    """Every file of torch's package; listed once per test process, for every shard."""
     root = _torch_root()
-    return sorted(root.rglob("*.py")) if root else []
+    return tuple(sorted(root.rglob("*.py"))) if root else ()
 
 
-def shard(files: list[Path], number: int) -> list[Path]:
+def shard(files: tuple[Path, ...], number: int) -> list[Path]:
     """Every SHARDS-th file by size, so that the shards weigh about the same."""
     by_size = sorted(files, key=lambda p: (-p.stat().st_size, p))
     return sorted(by_size[number::SHARDS])
 
 
-def transform_selection(files: list[Path]) -> set[Path]:
-    """The files that use the most of what the transformers rewrite, up to the budget."""
+@functools.cache
+def transform_selection(files: tuple[Path, ...]) -> frozenset[Path]:
+    """The files that use the most of what the transformers rewrite, up to the budget (chosen
+    over the whole corpus, once per test process: it reads every file)."""
     scored = []
     for path in files:
         size = path.stat().st_size
@@ -98,11 +103,17 @@ def transform_selection(files: list[Path]) -> set[Path]:
             continue
         chosen.add(path)
         total += size
-    return chosen
+    return frozenset(chosen)
 
 
 def fixing_patterns() -> list[Pattern]:
     return [p for p in registry.all_patterns() if p.FIXES]
+
+
+@functools.cache
+def transformers() -> tuple[tuple[Pattern, Site], ...]:
+    """Each fixing pattern with its site pointing nowhere, made once per test process."""
+    return tuple((pattern, nowhere_site(pattern)) for pattern in fixing_patterns())
 
 
 def nowhere_site(pattern: Pattern) -> Site:
@@ -129,7 +140,7 @@ def test_torch_corpus_round_trips_and_transformers_change_nothing(number: int, c
     assert len(files) > 1000
     mine = shard(files, number)
     selected = transform_selection(files) & set(mine)
-    patterns = [(pattern, nowhere_site(pattern)) for pattern in fixing_patterns()]
+    patterns = transformers()
     assert patterns
     refusals: dict[str, list[str]] = {}
     size = transformed = 0
@@ -153,7 +164,17 @@ def test_torch_corpus_round_trips_and_transformers_change_nothing(number: int, c
             # a site that designates no node of the file: the rewrite refuses, and edits nothing
             with pytest.raises(TransformError):
                 pattern.transform(replace(site, file=str(path)), wrapper)
-            assert wrapper.module.bytes == data, f"{pattern.ID} rewrote bytes of {path} without a site"
+        # LibCST's nodes are immutable: only a transformer writing into a node could change the
+        # module's bytes, and such a change stays. One regeneration after all of them finds it
+        # (each after every transformer costs as much as the round trip); then each transformer
+        # runs alone on a fresh parse, to name the one that did it.
+        if wrapper.module.bytes != data:
+            for pattern, site in patterns:
+                alone = MetadataWrapper(parse(path, data), unsafe_skip_copy=True)
+                with pytest.raises(TransformError):
+                    pattern.transform(replace(site, file=str(path)), alone)
+                assert alone.module.bytes == data, f"{pattern.ID} rewrote bytes of {path} without a site"
+            raise AssertionError(f"the transformers together rewrote bytes of {path} without a site")
     took = time.perf_counter() - started
     root = _torch_root()
     listed = "; ".join(

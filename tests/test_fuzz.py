@@ -469,9 +469,10 @@ def changed_outside(before: bytes, after: bytes, spans: Sequence[Span]) -> list[
     return outside
 
 
-def transformed(pattern: Pattern, site: Site, data: bytes) -> bytes:
-    """The pattern's rewrite of ``data`` at ``site``, read as repairbot reads a user's file."""
-    module = parse(Path(site.file), data)
+def transformed(pattern: Pattern, site: Site, data: bytes, module: cst.Module | None = None) -> bytes:
+    """The pattern's rewrite of ``data`` at ``site``, read as repairbot reads a user's file
+    (``module``: what ``parse`` already gave for ``data``)."""
+    module = parse(Path(site.file), data) if module is None else module
     return pattern.transform(site, MetadataWrapper(module, unsafe_skip_copy=True)).bytes
 
 
@@ -538,12 +539,12 @@ def test_fix_in_generated_surroundings(case: PatternCase) -> None:
             expected = expected.replace(b"\n", b"\r\n") if expected is not None else None
         assume(compiles(data))
         try:
-            parse(Path(site.file), data)
+            module = parse(Path(site.file), data)
         except SourceError:
             assume(False)  # a file repairbot refuses to edit at all (LibCST cannot round-trip it)
         shifted = retarget(site, {span: moved(span, at, len(variant.before), shrink) for span in spans})
         try:
-            out = transformed(item.pattern, shifted, data)
+            out = transformed(item.pattern, shifted, data, module)
         except TransformError:
             # a clean refusal: statements put between the site and a neighbour it needs
             assert not variant.only_trivia, "comments and blank lines made the fix refuse"

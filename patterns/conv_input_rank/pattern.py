@@ -58,6 +58,8 @@ def restoring_reshape(shape: Sequence[int], channels: int | None, spatial: int) 
         return None
     if rank == 2 and spatial == 2:
         features = shape[1]
+        if features < 0 or channels <= 0:
+            return None  # a recorded size or layer no real tensor has: no reshape is certain
         side = math.isqrt(features // channels) if features % channels == 0 else 0
         if side and side * side * channels == features:
             return f".view(-1, {channels}, {side}, {side})"

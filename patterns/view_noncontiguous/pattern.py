@@ -343,7 +343,8 @@ def _made_in_helper(
     roots = _roots(made)
     if not roots or "self" in roots or not all(root in parameter_names(helper) or _local_of(helper, root) for root in roots):
         return None  # made from an attribute or a global: its storage outlives the call
-    if any(_writes_name(node, name) for node in own_nodes(helper) for name in _bound_names(helper)):
+    bound = _bound_names(helper)
+    if any(_writes_name(node, name) for node in own_nodes(helper) for name in bound):
         return None
     callers = _callers_write_nothing(sources, file.src, helper.name.value)
     if callers is None:
