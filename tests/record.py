@@ -23,6 +23,7 @@ from repairbot.api import run_environment
 from repairbot.trace.runner import RunRequest, SubprocessRunner, WarmRunner
 from tests.support import (
     PatternCase,
+    PlainForkServer,
     copy_project,
     make_cuda_checkpoint,
     make_plain_checkpoint,
@@ -94,7 +95,9 @@ def record(case: PatternCase, runner: SubprocessRunner | None = None) -> None:
     (case.folder / "evidence.json").write_text(evidence_text, encoding="utf-8")
 
 
-def recording(case: PatternCase, runner: SubprocessRunner | None = None) -> tuple[str, str] | None:
+def recording(
+    case: PatternCase, runner: SubprocessRunner | None = None, makers: PlainForkServer | None = None,
+) -> tuple[str, str] | None:
     """As the repair loop sees it: the traceback of the plain run (what is classified), and the
     evidence of the rerun with the pattern's costly probes when the failure needs them (what is
     located), else of the plain run; the texts of ``traceback.txt`` and ``evidence.json``, None
@@ -102,7 +105,9 @@ def recording(case: PatternCase, runner: SubprocessRunner | None = None) -> tupl
 
     ``runner``: one the caller shares between recordings (a ``WarmRunner``, as ``repairbot fix``
     runs scripts: forked from a server that imported torch once), made with ``keep_scratch=True``
-    and a ``scratch_root`` of the caller's; by default each run is a fresh process."""
+    and a ``scratch_root`` of the caller's; by default each run is a fresh process. ``makers``:
+    where the case's checkpoint maker runs (a fork of the tests' plain server; by default a fresh
+    interpreter)."""
     if not recordable(case):
         return None
     patterns = registry.all_patterns()
@@ -111,9 +116,9 @@ def recording(case: PatternCase, runner: SubprocessRunner | None = None) -> tupl
     with tempfile.TemporaryDirectory(prefix="repairbot-record-") as tmp:
         project = copy_project(case.before, Path(tmp) / "project").resolve()
         if case.config.get("checkpoint"):
-            make_cuda_checkpoint(project, case.config["checkpoint"])
+            make_cuda_checkpoint(project, case.config["checkpoint"], makers)
         if case.config.get("plain_checkpoint"):
-            make_plain_checkpoint(project, case.config["plain_checkpoint"])
+            make_plain_checkpoint(project, case.config["plain_checkpoint"], makers)
         if runner is None:
             runner = SubprocessRunner(scratch_root=Path(tmp) / "scratch", keep_scratch=True)
         else:  # the runs' scratch paths (which evidence may name) as a fresh runner's: here, from run-1

@@ -20,7 +20,7 @@ import pytest
 
 from repairbot.trace.runner import WarmRunner
 from tests.record import recordable, recording, recording_runner
-from tests.support import PatternCase, pattern_cases, unmet_requirement
+from tests.support import PatternCase, PlainForkServer, pattern_cases, unmet_requirement
 
 CASES = pattern_cases()
 _SHOWN = 40  # diff lines in a failure: enough to see the first differences, short enough to read
@@ -137,15 +137,15 @@ def runner() -> Iterator[WarmRunner]:
 @pytest.mark.torch
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_recording_is_current(case: PatternCase, runner: WarmRunner) -> None:
+def test_recording_is_current(case: PatternCase, runner: WarmRunner, plain_runner: PlainForkServer) -> None:
     if not recordable(case):
         pytest.skip(unmet_requirement(case.config.get("requires", ())) or "not recordable here")
-    recorded = recording(case, runner)
+    recorded = recording(case, runner, plain_runner)
     assert recorded is not None
     committed_text = (case.folder / "evidence.json").read_text(encoding="utf-8")
     committed, today = comparable(committed_text), comparable(recorded[1])
     if committed != today:
-        again = recording(case, runner)
+        again = recording(case, runner, plain_runner)
         assert again is not None
         varying = frozenset(differing(json.loads(today), json.loads(comparable(again[1]))))
         committed, today = comparable(committed_text, varying), comparable(recorded[1], varying)
